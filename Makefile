@@ -1,0 +1,114 @@
+# wirelens: the front door.
+#
+#   make demo     build what is missing, start the local stack, drive traffic, print the comparison
+#   make test     build what is missing, then every test (unit and end-to-end)
+#   make up / down / status     the local stack (deploy/local)
+#   make help     every target
+#
+# Everything installs project-locally: .venv/ (Python), bin/ (binaries), build/
+# (build outputs and input keys), .cache/ (Go and Cargo caches). Slow steps run
+# only when their inputs change (tools/keyed).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+ROOT := $(abspath .)
+
+# Pinned versions.
+OCB_VERSION            := v0.161.0
+JAEGER_MODULE_VERSION  := v1.76.0# Jaeger v2.13.0
+
+export GOMODCACHE  := $(ROOT)/.cache/go/mod
+export GOCACHE     := $(ROOT)/.cache/go/build
+export GOFLAGS     := -modcacherw
+export GOTOOLCHAIN := local
+export GOBIN       := $(ROOT)/bin
+export CARGO_HOME  := $(ROOT)/.cache/cargo
+export CARGO_TARGET_DIR := $(ROOT)/build/cargo
+export PATH        := $(ROOT)/bin:$(HOME)/.cargo/bin:$(PATH)
+
+PY     := $(ROOT)/.venv/bin/python
+KEYED  := $(ROOT)/tools/keyed
+STACK  := $(PY) deploy/local/stack.py
+
+.PHONY: help
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
+
+# ------------------------------------------------------------------ bootstrap
+
+.PHONY: bootstrap prereqs venv rust-target filter proto collector jaeger services
+bootstrap: prereqs venv filter proto collector jaeger services ## build everything that is missing or stale
+
+prereqs:
+	@tools/check-prereqs
+
+venv: prereqs ## project Python env (.venv) from requirements.txt
+	@$(KEYED) venv .venv/bin/python requirements.txt -- bash -c \
+	  'python3 -m venv .venv && .venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt'
+
+rust-target: prereqs
+	@rustup target list --installed | grep -qx wasm32-wasip1 || { echo "==> adding Rust target wasm32-wasip1"; rustup target add wasm32-wasip1; }
+
+filter: rust-target ## the wirelens filter -> build/wirelens_filter.wasm
+	@$(KEYED) filter build/wirelens_filter.wasm 'filters/Cargo.toml filters/Cargo.lock filters/core filters/wasm' -- bash -c \
+	  'cd filters && cargo build --release --locked --target wasm32-wasip1 -p wirelens-filter && \
+	   cp $(CARGO_TARGET_DIR)/wasm32-wasip1/release/wirelens_filter.wasm $(ROOT)/build/wirelens_filter.wasm'
+
+proto: venv ## descriptor set, Go code, filter operation map (build/opmap.json)
+	@$(KEYED) proto build/opmap.json 'proto' -- proto/gen.sh
+
+collector: prereqs ## OpenTelemetry Collector built with ocb -> bin/otelcol-wirelens
+	@KEY_EXTRA=$(OCB_VERSION) $(KEYED) ocb bin/builder '' -- \
+	  go install go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION)
+	@KEY_EXTRA=$(OCB_VERSION) $(KEYED) collector bin/otelcol-wirelens collector/builder-config.yaml -- bash -c \
+	  'mkdir -p build && bin/builder --config collector/builder-config.yaml && \
+	   cp build/otelcol-wirelens/otelcol-wirelens bin/otelcol-wirelens'
+
+jaeger: prereqs ## Jaeger v2 from its Go module -> bin/jaeger
+	@KEY_EXTRA=$(JAEGER_MODULE_VERSION) $(KEYED) jaeger bin/jaeger tools/build-jaeger -- \
+	  tools/build-jaeger $(JAEGER_MODULE_VERSION) $(ROOT)/bin/jaeger
+
+services: prereqs ## REST and gRPC services, load generator -> bin/
+	@echo "==> services: go build (incremental)"
+	@cd services && go build -trimpath -o $(ROOT)/bin/ ./cmd/...
+
+# ------------------------------------------------------------------ local stack
+
+.PHONY: up down status
+up: bootstrap ## start the local stack (ports: deploy/local/ports.env)
+	@$(STACK) up
+
+down: ## stop what `make up` started
+	@if [[ -x $(PY) ]]; then $(STACK) down; else echo "nothing to stop (no .venv)"; fi
+
+status: ## each component: pid, port, health
+	@$(STACK) status
+
+# ------------------------------------------------------------------ demo and tests
+
+DEMO_CALLS ?= 300
+
+.PHONY: demo test test-unit test-e2e
+demo: up ## start the stack, send traffic over REST, gRPC, gRPC-Web, print the comparison
+	@$(PY) deploy/local/demo.py --calls $(DEMO_CALLS)
+
+test: bootstrap test-unit test-e2e ## every test
+
+test-unit: ## unit tests of each component
+	@echo "==> filter core: cargo test"
+	@cd filters && cargo test --locked -p wirelens-core
+	@echo "==> services: go vet, go test"
+	@cd services && go vet ./... && go test ./...
+	@echo "==> deploy, envoy, queries: pytest (unit)"
+	@$(PY) -m pytest -q tests/unit
+
+test-e2e: ## end-to-end: the whole stack on free ports, exact counts in ClickHouse, spans in Jaeger
+	@$(PY) -m pytest -q tests/e2e
+
+.PHONY: clean distclean
+clean: down ## remove build outputs and stack state (keeps caches and .venv)
+	rm -rf build bin .run
+
+distclean: clean ## also remove caches and .venv
+	rm -rf .cache .venv

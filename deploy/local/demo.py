@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Drive known traffic through the running local stack and print the comparison.
+
+Sends --calls calls of hello.SayHello over REST, gRPC and gRPC-Web through
+Envoy with bin/loadgen, waits until every call is a row in wirelens.requests,
+prints the saved query latency_bytes_by_operation for exactly those calls, and
+says where to look next. The stack keeps running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "queries"))
+import saved  # noqa: E402  (queries/saved.py)
+import stack  # noqa: E402
+
+PROTOCOLS = ("rest", "grpc", "grpc-web")
+
+
+def send(settings: dict[str, str], protocol: str, operation: str, calls: int, run_id: str,
+         trace_ids: Path) -> dict:
+    argv = [str(ROOT / "bin" / "loadgen"), "-target", f"127.0.0.1:{settings['WIRELENS_ENVOY_PORT']}",
+            "-protocol", protocol, "-operation", operation, "-n", str(calls), "-run-id", run_id,
+            "-trace-ids", str(trace_ids), "-timeout", "120s"]
+    result = subprocess.run(argv, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise stack.StackError(f"loadgen over {protocol} failed (exit {result.returncode}):\n{result.stderr.strip()}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def wait_for_rows(settings: dict[str, str], run_id: str, expected: dict[str, int], timeout_s: float = 60) -> None:
+    """Poll ClickHouse until each protocol has its calls as rows, or say which are missing."""
+    sql = ("SELECT protocol, count() FROM wirelens.requests FINAL "
+           f"WHERE run_id = '{run_id}' GROUP BY protocol FORMAT TSV")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        seen = {p: int(n) for p, n in (line.split("\t") for line in
+                                       stack.clickhouse_query(settings, sql).splitlines() if line)}
+        if all(seen.get(p, 0) >= n for p, n in expected.items()):
+            return
+        if time.monotonic() > deadline:
+            missing = {p: f"{seen.get(p, 0)}/{n}" for p, n in expected.items() if seen.get(p, 0) < n}
+            raise stack.StackError(f"calls still missing from wirelens.requests after {timeout_s:.0f}s "
+                                   f"(rows/sent): {missing}; check {stack.log_path(settings, 'collector')}")
+        time.sleep(0.25)  # polling interval while waiting on a deadline
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=300, help="calls per protocol (default 300)")
+    parser.add_argument("--operation", default="hello.SayHello")
+    args = parser.parse_args(argv)
+    try:
+        settings = stack.load_settings()
+        run_id = f"demo-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+        trace_ids = stack.state_dir(settings) / f"{run_id}.trace-ids"
+        trace_ids.unlink(missing_ok=True)
+        started = dt.datetime.now(dt.timezone.utc)
+        print(f"sending {args.calls} calls of {args.operation} per protocol through Envoy "
+              f"(127.0.0.1:{settings['WIRELENS_ENVOY_PORT']}), run id {run_id}")
+        for protocol in PROTOCOLS:
+            summary = send(settings, protocol, args.operation, args.calls, run_id, trace_ids)
+            print(f"  {protocol:<9} {summary['ok']}/{summary['calls']} ok, client-side p50 "
+                  f"{summary['p50_ms']:.2f} ms, p99 {summary['p99_ms']:.2f} ms")
+        wait_for_rows(settings, run_id, {p: args.calls for p in PROTOCOLS})
+
+        http_url = f"http://127.0.0.1:{settings['WIRELENS_CLICKHOUSE_HTTP_PORT']}"
+        params = {**saved.window(dt.datetime.now(dt.timezone.utc) - started + dt.timedelta(minutes=1)),
+                  "run_id": run_id}
+        print("\nmeasured at the proxy (queries/latency_bytes_by_operation.sql):")
+        print(saved.run(http_url, saved.saved_query("latency_bytes_by_operation"), params,
+                        "PrettyCompactMonoBlock"))
+
+        protocol, trace_id = trace_ids.read_text().splitlines()[0].split("\t")
+        jaeger = f"http://127.0.0.1:{settings['WIRELENS_JAEGER_QUERY_PORT']}"
+        print("where to look:")
+        print(f"  ClickHouse HTTP   {http_url}/play  (e.g. SELECT * FROM wirelens.requests LIMIT 10)")
+        print(f"  saved query       .venv/bin/python queries/saved.py latency_bytes_by_operation --run-id {run_id}")
+        print(f"  Jaeger API        {jaeger}/api/services")
+        print(f"  one {protocol} call   trace id {trace_id}")
+        print(f"                    curl -s {jaeger}/api/traces/{trace_id} | python3 -m json.tool")
+        print("  the stack keeps running: `make status`, `make down`")
+    except (stack.StackError, saved.QueryError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

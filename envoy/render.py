@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Render envoy/envoy.yaml.tmpl into a runnable Envoy config.
+
+The record the wirelens filter publishes (filter state `wasm.wirelens.*`) is
+exported twice by Envoy: as attributes of one OpenTelemetry access-log record
+per call, and as tags of the call's span. Both lists come from RECORD_FIELDS
+below, so the two can never drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import string
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _filter_state(key: str) -> str:
+    return f"%FILTER_STATE(wasm.wirelens.{key}:PLAIN)%"
+
+
+# (attribute name, Envoy format string, also a span tag?)
+# Names follow OpenTelemetry semantic conventions where one exists, wirelens.* otherwise.
+RECORD_FIELDS: list[tuple[str, str, bool]] = [
+    ("wirelens.protocol", _filter_state("protocol"), True),
+    ("wirelens.operation", _filter_state("operation"), True),
+    ("rpc.service", _filter_state("rpc_service"), True),
+    ("rpc.method", _filter_state("rpc_method"), True),
+    ("wirelens.streaming", _filter_state("streaming"), True),
+    ("http.route", _filter_state("route"), True),
+    ("rpc.grpc.status_code", _filter_state("grpc_status"), True),
+    ("wirelens.grpc.message", _filter_state("grpc_message"), True),
+    ("wirelens.request.header.size", _filter_state("req_header_bytes"), True),
+    ("wirelens.response.header.size", _filter_state("resp_header_bytes"), True),
+    ("wirelens.response.trailer.size", _filter_state("resp_trailer_bytes"), True),
+    ("http.request.body.size", _filter_state("req_body_bytes"), True),
+    ("http.response.body.size", _filter_state("resp_body_bytes"), True),
+    ("wirelens.request.messages", _filter_state("req_messages"), True),
+    ("wirelens.response.messages", _filter_state("resp_messages"), True),
+    ("wirelens.time_to_first_byte_us", _filter_state("ttfb_us"), True),
+    ("wirelens.duration_us", _filter_state("duration_us"), True),
+    ("wirelens.malformed", _filter_state("malformed"), True),
+    # What Envoy itself knows about the call.
+    ("wirelens.run_id", "%REQ(X-WIRELENS-RUN)%", True),
+    ("wirelens.request_id", "%REQ(X-REQUEST-ID)%", False),
+    ("http.request.method", "%REQ(:METHOD)%", False),
+    ("http.response.status_code", "%RESPONSE_CODE%", False),
+    ("network.protocol.version", "%PROTOCOL%", False),
+    ("envoy.duration_ms", "%DURATION%", False),
+    ("envoy.bytes_received", "%BYTES_RECEIVED%", False),
+    ("envoy.bytes_sent", "%BYTES_SENT%", False),
+    ("envoy.upstream_service_time_ms", "%RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)%", False),
+    ("envoy.response_flags", "%RESPONSE_FLAGS%", False),
+    ("envoy.upstream_host", "%UPSTREAM_HOST%", False),
+]
+
+PORT_VARIABLES = (
+    "WIRELENS_ENVOY_PORT",
+    "WIRELENS_ENVOY_ADMIN_PORT",
+    "WIRELENS_REST_PORT",
+    "WIRELENS_GRPC_PORT",
+    "WIRELENS_COLLECTOR_OTLP_PORT",
+)
+
+
+def _yaml_string(value: str) -> str:
+    # A JSON string literal is a valid YAML double-quoted scalar.
+    return json.dumps(value)
+
+
+def log_attributes_yaml(indent: int = 26) -> str:
+    pad = " " * indent
+    lines = []
+    for name, fmt, _ in RECORD_FIELDS:
+        lines.append(f"{pad}- key: {name}")
+        lines.append(f"{pad}  value: {{ string_value: {_yaml_string(fmt)} }}")
+    return "\n".join(lines)
+
+
+def span_tags_yaml(indent: int = 20) -> str:
+    pad = " " * indent
+    lines = []
+    for name, fmt, is_tag in RECORD_FIELDS:
+        if is_tag:
+            lines.append(f"{pad}- tag: {name}")
+            lines.append(f"{pad}  value: {_yaml_string(fmt)}")
+    return "\n".join(lines)
+
+
+def render(ports: dict[str, str], filter_wasm: Path, plugin_config: str) -> str:
+    missing = [name for name in PORT_VARIABLES if not ports.get(name)]
+    if missing:
+        raise ValueError(f"missing port settings: {', '.join(missing)}")
+    for name in PORT_VARIABLES:
+        if not str(ports[name]).isdigit():
+            raise ValueError(f"{name}={ports[name]!r} is not a port number")
+    template = string.Template((HERE / "envoy.yaml.tmpl").read_text())
+    return template.substitute(
+        {name: ports[name] for name in PORT_VARIABLES},
+        WIRELENS_FILTER_WASM=str(filter_wasm),
+        WIRELENS_PLUGIN_CONFIG=_yaml_string(plugin_config),
+        LOG_ATTRIBUTES=log_attributes_yaml(),
+        SPAN_TAGS=span_tags_yaml(),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Render the wirelens Envoy config. Ports come from the environment "
+                    "(see deploy/local/ports.env for the names).")
+    parser.add_argument("--wasm", required=True, help="path of wirelens_filter.wasm")
+    parser.add_argument("--plugin-config", required=True,
+                        help="JSON file with the filter's plugin configuration (build/opmap.json)")
+    parser.add_argument("-o", "--output", help="write here instead of stdout")
+    args = parser.parse_args(argv)
+    plugin_config = Path(args.plugin_config).read_text()
+    json.loads(plugin_config)  # fail here, with the file name, rather than inside Envoy
+    rendered = render(dict(os.environ), Path(args.wasm).resolve(), plugin_config)
+    if args.output:
+        Path(args.output).write_text(rendered)
+    else:
+        sys.stdout.write(rendered)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+-- wirelens.requests: one row per call, one typed column per field of the
+-- wirelens record, fed from Envoy's OpenTelemetry access-log records in
+-- otel.otel_logs (created by the Collector's ClickHouse exporter).
+-- Idempotent: every statement is IF NOT EXISTS.
+
+CREATE DATABASE IF NOT EXISTS wirelens;
+
+-- ReplacingMergeTree keyed on the call (request id): a batch the Collector
+-- re-sends after a failed export collapses to one row. Read with FINAL (or
+-- GROUP BY request_id) when counts must be exact.
+CREATE TABLE IF NOT EXISTS wirelens.requests
+(
+    timestamp              DateTime64(9) CODEC(Delta, ZSTD),
+    request_id             String CODEC(ZSTD),
+    trace_id               String CODEC(ZSTD),
+    span_id                String CODEC(ZSTD),
+    run_id                 LowCardinality(String),
+    protocol               LowCardinality(String),
+    operation              LowCardinality(String),
+    rpc_service            LowCardinality(String),
+    rpc_method             LowCardinality(String),
+    streaming              LowCardinality(String),
+    http_route             LowCardinality(String),
+    http_method            LowCardinality(String),
+    http_version           LowCardinality(String),
+    http_status            UInt16,
+    grpc_status            Nullable(UInt8),
+    grpc_message           String CODEC(ZSTD),
+    request_header_bytes   UInt32,
+    response_header_bytes  UInt32,
+    response_trailer_bytes UInt32,
+    request_body_bytes     UInt64,
+    response_body_bytes    UInt64,
+    request_messages       UInt32,
+    response_messages      UInt32,
+    ttfb_us                UInt64,
+    duration_us            UInt64,
+    malformed              Bool,
+    envoy_duration_ms      UInt32,
+    envoy_bytes_received   UInt64,
+    envoy_bytes_sent       UInt64,
+    upstream_service_ms    Nullable(UInt32),
+    response_flags         LowCardinality(String),
+    upstream_host          LowCardinality(String)
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toDate(timestamp)
+ORDER BY (operation, protocol, timestamp, request_id);
+
+-- Envoy writes "-" for a field it has no value for (e.g. the filter failed
+-- open and published nothing); those become empty strings, zeros and NULLs.
+CREATE MATERIALIZED VIEW IF NOT EXISTS wirelens.requests_from_otel_logs
+TO wirelens.requests
+AS
+WITH
+    (key) -> if(LogAttributes[key] = '-', '', LogAttributes[key]) AS attr
+SELECT
+    Timestamp                                                  AS timestamp,
+    attr('wirelens.request_id')                                AS request_id,
+    TraceId                                                    AS trace_id,
+    SpanId                                                     AS span_id,
+    attr('wirelens.run_id')                                    AS run_id,
+    if(attr('wirelens.protocol') = '', 'unknown', attr('wirelens.protocol')) AS protocol,
+    attr('wirelens.operation')                                 AS operation,
+    attr('rpc.service')                                        AS rpc_service,
+    attr('rpc.method')                                         AS rpc_method,
+    attr('wirelens.streaming')                                 AS streaming,
+    attr('http.route')                                         AS http_route,
+    attr('http.request.method')                                AS http_method,
+    attr('network.protocol.version')                           AS http_version,
+    toUInt16OrZero(attr('http.response.status_code'))          AS http_status,
+    toUInt8OrNull(attr('rpc.grpc.status_code'))                AS grpc_status,
+    attr('wirelens.grpc.message')                              AS grpc_message,
+    toUInt32OrZero(attr('wirelens.request.header.size'))       AS request_header_bytes,
+    toUInt32OrZero(attr('wirelens.response.header.size'))      AS response_header_bytes,
+    toUInt32OrZero(attr('wirelens.response.trailer.size'))     AS response_trailer_bytes,
+    toUInt64OrZero(attr('http.request.body.size'))             AS request_body_bytes,
+    toUInt64OrZero(attr('http.response.body.size'))            AS response_body_bytes,
+    toUInt32OrZero(attr('wirelens.request.messages'))          AS request_messages,
+    toUInt32OrZero(attr('wirelens.response.messages'))         AS response_messages,
+    toUInt64OrZero(attr('wirelens.time_to_first_byte_us'))     AS ttfb_us,
+    toUInt64OrZero(attr('wirelens.duration_us'))               AS duration_us,
+    attr('wirelens.malformed') = '1'                           AS malformed,
+    toUInt32OrZero(attr('envoy.duration_ms'))                  AS envoy_duration_ms,
+    toUInt64OrZero(attr('envoy.bytes_received'))               AS envoy_bytes_received,
+    toUInt64OrZero(attr('envoy.bytes_sent'))                   AS envoy_bytes_sent,
+    toUInt32OrNull(attr('envoy.upstream_service_time_ms'))     AS upstream_service_ms,
+    attr('envoy.response_flags')                               AS response_flags,
+    attr('envoy.upstream_host')                                AS upstream_host
+FROM otel.otel_logs
+WHERE mapContains(LogAttributes, 'wirelens.protocol');

@@ -1,0 +1,106 @@
+"""Unit tests of the local-stack tooling: settings, port checks, Envoy rendering, SQL helpers."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "deploy" / "local"))
+sys.path.insert(0, str(ROOT / "envoy"))
+sys.path.insert(0, str(ROOT / "queries"))
+import render  # noqa: E402
+import saved  # noqa: E402
+import stack  # noqa: E402
+
+
+def test_ports_come_from_ports_env_and_environment_overrides_them():
+    settings = stack.load_settings({"WIRELENS_ENVOY_PORT": "12345"})
+    assert settings["WIRELENS_ENVOY_PORT"] == "12345"
+    assert settings["WIRELENS_CLICKHOUSE_HTTP_PORT"] == "8123"
+    assert settings["WIRELENS_CLICKHOUSE_ENDPOINT"].startswith("tcp://127.0.0.1:9000")
+
+
+def test_a_bad_port_names_the_variable():
+    with pytest.raises(stack.StackError, match="WIRELENS_GRPC_PORT='http' is not a valid port"):
+        stack.load_settings({"WIRELENS_GRPC_PORT": "http"})
+
+
+def test_taken_port_names_the_port_variable_and_holder():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        with pytest.raises(stack.StackError) as error:
+            stack.check_port_free(port, "WIRELENS_ENVOY_PORT", "envoy")
+    message = str(error.value)
+    assert f"port {port} (WIRELENS_ENVOY_PORT) is already taken by pid {os.getpid()}" in message
+    assert "envoy:" in message
+
+
+def test_every_component_port_is_a_setting():
+    settings = stack.load_settings({})
+    for component in stack.COMPONENTS:
+        for variable in component.ports:
+            assert variable in settings, (component.name, variable)
+
+
+def test_rendered_envoy_config_carries_every_record_field(tmp_path):
+    ports = stack.load_settings({})
+    plugin_config = json.dumps({"operations": []})
+    text = render.render(ports, tmp_path / "f.wasm", plugin_config)
+    for name, fmt, is_tag in render.RECORD_FIELDS:
+        assert f"- key: {name}" in text
+        assert (f"- tag: {name}" in text) == is_tag
+    assert "failure_policy: FAIL_OPEN" in text
+    assert "${" not in text
+    # The plugin configuration is embedded as one YAML string that decodes back to the JSON.
+    line = next(line for line in text.splitlines() if line.strip().startswith("value: \"{"))
+    assert json.loads(json.loads(line.split("value: ", 1)[1])) == {"operations": []}
+
+
+def test_render_refuses_a_missing_port(tmp_path):
+    with pytest.raises(ValueError, match="WIRELENS_GRPC_PORT"):
+        render.render({"WIRELENS_ENVOY_PORT": "1"}, tmp_path / "f.wasm", "{}")
+
+
+def test_split_sql_keeps_statements_and_drops_comments():
+    text = "-- a comment; with a semicolon\nCREATE DATABASE x;\n\nSELECT 1\nFROM y;\n"
+    assert stack.split_sql(text) == ["CREATE DATABASE x", "SELECT 1\nFROM y"]
+
+
+def test_schema_files_split_into_idempotent_statements():
+    for path in (ROOT / "queries" / "schema").glob("*.sql"):
+        for statement in stack.split_sql(path.read_text()):
+            assert "IF NOT EXISTS" in statement, (path.name, statement[:60])
+
+
+def test_saved_queries_open_with_their_question_and_are_parameterized():
+    for path in (ROOT / "queries").glob("*.sql"):
+        text = path.read_text()
+        assert text.startswith("-- Question:"), path.name
+        assert "{since:DateTime64(3)}" in text and "{until:DateTime64(3)}" in text, path.name
+
+
+def test_durations_and_windows():
+    assert saved.parse_duration("15m") == dt.timedelta(minutes=15)
+    with pytest.raises(saved.QueryError, match="30x"):
+        saved.parse_duration("30x")
+    end = dt.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=dt.timezone.utc)
+    assert saved.window(dt.timedelta(hours=1), end) == {
+        "since": "2026-01-02 02:04:05.678", "until": "2026-01-02 03:04:05.678"}
+
+
+def test_unreachable_clickhouse_names_the_url():
+    port = socket.socket()
+    port.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{port.getsockname()[1]}"
+    port.close()
+    with pytest.raises(saved.QueryError, match=f"not reachable at {url}"):
+        saved.run(url, "SELECT 1", {})
