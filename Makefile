@@ -101,10 +101,10 @@ test-unit: ## unit tests of each component
 	@echo "==> services: go vet, go test"
 	@cd services && go vet ./... && go test ./...
 	@echo "==> deploy, envoy, queries: pytest (unit)"
-	@$(PY) -m pytest -q tests/unit
+	@$(PY) -m pytest -q -p no:cacheprovider tests/unit proto
 
 test-e2e: ## end-to-end: the whole stack on free ports, exact counts in ClickHouse, spans in Jaeger
-	@$(PY) -m pytest -q tests/e2e
+	@$(PY) -m pytest -q -p no:cacheprovider tests/e2e
 
 .PHONY: clean distclean
 clean: down ## remove build outputs and stack state (keeps caches and .venv)

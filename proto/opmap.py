@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Writes the wirelens filter's operation map from a protobuf descriptor set.
+
+Usage: opmap.py DESCRIPTOR_SET [-o OUT]   (OUT defaults to stdout)
+
+The descriptor set comes from protoc --descriptor_set_out --include_imports
+(proto/gen.sh). Only services whose package is ``wirelens`` or ``wirelens.*``
+are listed. Output (a contract with the Rust filter; keep the key names):
+
+  {"operations": [
+    {"grpc_path": "/wirelens.v1.Hello/SayHello",
+     "operation": "hello.SayHello",          # service short name, first letter lower-cased
+     "rpc_service": "wirelens.v1.Hello",
+     "rpc_method": "SayHello",
+     "streaming": "unary",                   # unary | client | server | bidi
+     "http_rules": [{"method": "POST", "pattern": "/v1/hello"}]}
+  ]}
+
+Operations are sorted by grpc_path; http_rules keep the order of the
+google.api.http option (the main rule, then its additional_bindings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Iterable
+
+from google.api import annotations_pb2, http_pb2
+from google.protobuf import descriptor_pb2
+
+# HttpRule's pattern oneof: field name -> HTTP method.
+_PATTERN_METHODS = {
+    "get": "GET",
+    "put": "PUT",
+    "post": "POST",
+    "delete": "DELETE",
+    "patch": "PATCH",
+}
+
+
+def _in_scope(package: str) -> bool:
+    return package == "wirelens" or package.startswith("wirelens.")
+
+
+def streaming_kind(method: descriptor_pb2.MethodDescriptorProto) -> str:
+    client, server = method.client_streaming, method.server_streaming
+    if client and server:
+        return "bidi"
+    if client:
+        return "client"
+    if server:
+        return "server"
+    return "unary"
+
+
+def operation_name(service_name: str, method_name: str) -> str:
+    return service_name[:1].lower() + service_name[1:] + "." + method_name
+
+
+def http_rules(rule: http_pb2.HttpRule) -> list[dict[str, str]]:
+    """Flattens one google.api.http rule and its additional_bindings."""
+    out: list[dict[str, str]] = []
+    kind = rule.WhichOneof("pattern")
+    if kind in _PATTERN_METHODS:
+        out.append({"method": _PATTERN_METHODS[kind], "pattern": getattr(rule, kind)})
+    elif kind == "custom":
+        out.append({"method": rule.custom.kind, "pattern": rule.custom.path})
+    for extra in rule.additional_bindings:
+        out.extend(http_rules(extra))
+    return out
+
+
+def method_http_rules(method: descriptor_pb2.MethodDescriptorProto) -> list[dict[str, str]]:
+    if not method.HasField("options"):
+        return []
+    if not method.options.HasExtension(annotations_pb2.http):
+        return []
+    return http_rules(method.options.Extensions[annotations_pb2.http])
+
+
+def operations(files: Iterable[descriptor_pb2.FileDescriptorProto]) -> list[dict[str, Any]]:
+    ops: list[dict[str, Any]] = []
+    for f in files:
+        if not _in_scope(f.package):
+            continue
+        for service in f.service:
+            full_service = f"{f.package}.{service.name}"
+            for method in service.method:
+                ops.append(
+                    {
+                        "grpc_path": f"/{full_service}/{method.name}",
+                        "operation": operation_name(service.name, method.name),
+                        "rpc_service": full_service,
+                        "rpc_method": method.name,
+                        "streaming": streaming_kind(method),
+                        "http_rules": method_http_rules(method),
+                    }
+                )
+    ops.sort(key=lambda op: op["grpc_path"])
+    seen: dict[str, str] = {}
+    for op in ops:
+        other = seen.setdefault(op["operation"], op["grpc_path"])
+        if other != op["grpc_path"]:
+            print(
+                f"opmap: warning: operation {op['operation']} names both "
+                f"{other} and {op['grpc_path']}",
+                file=sys.stderr,
+            )
+    return ops
+
+
+def opmap(descriptor_set: bytes) -> dict[str, Any]:
+    fds = descriptor_pb2.FileDescriptorSet()
+    fds.ParseFromString(descriptor_set)
+    return {"operations": operations(fds.file)}
+
+
+def render(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("descriptor_set", help="FileDescriptorSet written by protoc --include_imports")
+    parser.add_argument("-o", "--output", help="output file (default: stdout)")
+    args = parser.parse_args(argv)
+
+    with open(args.descriptor_set, "rb") as fh:
+        text = render(opmap(fh.read()))
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

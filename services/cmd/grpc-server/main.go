@@ -1,0 +1,82 @@
+// Command grpc-server serves wirelens.v1.Hello over gRPC (h2c), with the
+// standard health service (grpc.health.v1) and server reflection.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/wirelens/wirelens/services/internal/cli"
+	"github.com/wirelens/wirelens/services/internal/grpcserver"
+	"github.com/wirelens/wirelens/services/internal/hello"
+)
+
+func main() {
+	ctx, stop := cli.SignalContext(context.Background())
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		slog.Error("grpc-server failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("grpc-server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", cli.EnvOr("WIRELENS_GRPC_LISTEN", "127.0.0.1:18090"),
+		"address to listen on (env WIRELENS_GRPC_LISTEN)")
+	grace := fs.Duration("shutdown-timeout", 10*time.Second, "how long to drain open RPCs on SIGINT/SIGTERM before a hard stop")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: grpc-server [flags]\n\n"+
+			"Serves wirelens.v1.Hello (SayHello, SayHelloBig), grpc.health.v1.Health\n"+
+			"and server reflection over gRPC (plaintext HTTP/2).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+
+	lis, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", *listen, err)
+	}
+	srv, hs := grpcserver.New(hello.New())
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	slog.Info("grpc-server listening", "addr", lis.Addr().String())
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	slog.Info("grpc-server shutting down")
+	hs.Shutdown() // health checks answer NOT_SERVING while draining
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(*grace):
+		slog.Warn("grpc-server drain timed out; stopping", "timeout", *grace)
+		srv.Stop()
+		<-stopped
+	}
+	if err := <-errc; err != nil {
+		return fmt.Errorf("serving: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wirelens/wirelens/services/internal/hello"
+	"github.com/wirelens/wirelens/services/internal/restserver"
+)
+
+func TestExitCodes(t *testing.T) {
+	var out, errb bytes.Buffer
+	if rc := run(context.Background(), []string{"-help"}, &out, &errb); rc != 0 {
+		t.Fatalf("-help rc = %d", rc)
+	}
+	for _, f := range []string{"-target", "-protocol", "-operation", "-n", "-name", "-concurrency", "-trace-ids", "-timeout"} {
+		if !strings.Contains(errb.String(), f+" ") {
+			t.Errorf("-help does not explain %s", f)
+		}
+	}
+	if rc := run(context.Background(), []string{"-protocol", "soap"}, &out, &errb); rc != 2 {
+		t.Fatalf("bad protocol rc = %d", rc)
+	}
+	if rc := run(context.Background(), []string{"-bogus"}, &out, &errb); rc != 2 {
+		t.Fatalf("bad flag rc = %d", rc)
+	}
+}
+
+func TestRESTRunWritesSummaryAndTraceIDs(t *testing.T) {
+	h, err := restserver.NewHandler(hello.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	ids := filepath.Join(t.TempDir(), "ids.tsv")
+	var out, errb bytes.Buffer
+	rc := run(context.Background(), []string{"-target", strings.TrimPrefix(ts.URL, "http://"),
+		"-protocol", "rest", "-operation", "hello.SayHelloBig", "-n", "5", "-trace-ids", ids}, &out, &errb)
+	if rc != 0 {
+		t.Fatalf("rc = %d, stderr %s", rc, errb.String())
+	}
+	var sum map[string]any
+	if err := json.Unmarshal(out.Bytes(), &sum); err != nil || strings.Count(out.String(), "\n") != 1 {
+		t.Fatalf("summary %q: %v", out.String(), err)
+	}
+	if sum["calls"] != 5.0 || sum["ok"] != 5.0 || sum["errors"] != 0.0 || sum["operation"] != "hello.SayHelloBig" {
+		t.Fatalf("summary = %v", sum)
+	}
+	data, err := os.ReadFile(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "rest\t"); n != 5 {
+		t.Fatalf("trace ids file:\n%s", data)
+	}
+
+	missing := httptest.NewServer(http.NotFoundHandler())
+	defer missing.Close()
+	out.Reset()
+	errb.Reset()
+	if rc := run(context.Background(), []string{"-target", strings.TrimPrefix(missing.URL, "http://"), "-n", "2"}, &out, &errb); rc != 1 {
+		t.Fatalf("failing run rc = %d", rc)
+	}
+	if !strings.Contains(out.String(), `"errors":2`) || !strings.Contains(errb.String(), "HTTP 404") {
+		t.Fatalf("stdout %q stderr %q", out.String(), errb.String())
+	}
+}
