@@ -1,0 +1,26 @@
+//! Host-free core of the wirelens proxy-wasm filter.
+//!
+//! Nothing in this crate talks to a proxy: the wasm adapter (`wirelens-filter`)
+//! reads headers, bodies and the clock from the host and drives a [`Call`];
+//! tests and fuzz targets drive the same types with plain bytes.
+//!
+//! * [`classify`]: protocol from the request `content-type`.
+//! * [`frame`]: streaming gRPC / gRPC-Web length-prefixed frame parser and the
+//!   gRPC-Web trailer-frame block parser.
+//! * [`base64`]: incremental, allocation-free base64 decoder for grpc-web-text.
+//! * [`percent`]: `grpc-message` percent-decoding.
+//! * [`headers`]: reader for the proxy-wasm serialized header-map format.
+//! * [`opmap`]: plugin configuration, operation map, `google.api.http` template matching.
+//! * [`record`]: the per-call state machine and the published record.
+
+pub mod base64;
+pub mod classify;
+pub mod frame;
+pub mod headers;
+pub mod opmap;
+pub mod percent;
+pub mod record;
+
+pub use classify::{classify, Protocol};
+pub use opmap::{ConfigError, OpMap, Streaming};
+pub use record::{BodySource, Call, Record, KEYS};

@@ -1,0 +1,115 @@
+//! Arbitrary input never panics (a cheap stand-in until cargo-fuzz lands):
+//! random bytes through every parser, and through whole calls with random
+//! chunking and read windows.
+
+use std::rc::Rc;
+use wirelens_core::base64::Base64Decoder;
+use wirelens_core::frame::{encode_frame, parse_trailer_block, FrameParser};
+use wirelens_core::headers::{iter_serialized, serialize};
+use wirelens_core::record::SliceSource;
+use wirelens_core::{Call, OpMap};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    fn bytes(&mut self, max: usize) -> Vec<u8> {
+        let n = self.below(max + 1);
+        let alphabet: &[u8] = match self.below(4) {
+            0 => b"AB+/=\r\nxyz09",
+            1 => &[0, 0x80, 1, 0xff, b':', b'\r', b'\n', b'g'],
+            _ => &[],
+        };
+        (0..n)
+            .map(|_| {
+                if alphabet.is_empty() {
+                    self.next() as u8
+                } else {
+                    alphabet[self.below(alphabet.len())]
+                }
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn parsers_survive_random_bytes() {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    for _ in 0..3000 {
+        let data = rng.bytes(200);
+        let mut p = FrameParser::new();
+        let mut d = Base64Decoder::new();
+        for piece in data.chunks(rng.below(9) + 1) {
+            p.feed(piece);
+            let skip = rng.below(50) as u64;
+            p.skip(skip);
+            d.decode(piece, |_| {});
+            assert!(d.pending_chars() <= 3);
+        }
+        p.finish();
+        d.finish(|_| {});
+        let _ = parse_trailer_block(&data, rng.below(2) == 0);
+        let _ = iter_serialized(&data).count();
+        let _ = OpMap::from_json(&data);
+    }
+}
+
+#[test]
+fn calls_survive_random_bodies() {
+    let map = Rc::new(
+        OpMap::from_json(br#"{"operations": [{"grpc_path": "/a.B/C", "streaming": "unary"}]}"#)
+            .unwrap(),
+    );
+    let cts = [
+        "application/grpc",
+        "application/grpc-web",
+        "application/grpc-web-text",
+        "application/json",
+    ];
+    let mut rng = Rng(42);
+    for round in 0..1500 {
+        let ct = cts[round % cts.len()];
+        let req = serialize(&[
+            (":method", "POST"),
+            (":path", "/a.B/C"),
+            ("content-type", ct),
+        ]);
+        let mut call = Call::new(Rc::clone(&map)).with_read_window(rng.below(64) + 1);
+        call.on_request_headers(iter_serialized(&req), false, Some(0));
+        let mut body = rng.bytes(300);
+        if rng.below(2) == 0 {
+            body.extend(encode_frame(0x80, b"grpc-status:1\r\n"));
+        }
+        let chunks: Vec<&[u8]> = body.chunks(rng.below(40) + 1).collect();
+        for (i, c) in chunks.iter().enumerate() {
+            call.on_request_body(c.len(), i + 1 == chunks.len(), &mut SliceSource::new(c));
+        }
+        let resp = serialize(&[
+            (":status", "200"),
+            ("content-type", ct),
+            ("grpc-status", "x"),
+        ]);
+        call.on_response_headers(iter_serialized(&resp), false, || Some(5));
+        for (i, c) in chunks.iter().enumerate() {
+            // Report a larger size than readable now and then.
+            let size = c.len() + rng.below(3);
+            call.on_response_body(
+                size,
+                i + 1 == chunks.len(),
+                &mut SliceSource::new(c),
+                || Some(10),
+            );
+        }
+        assert!(call.claim_publish());
+        let r = call.record(Some(20));
+        assert_eq!(r.req_body_bytes, body.len() as u64);
+        let _ = r.to_pairs();
+    }
+}

@@ -1,0 +1,143 @@
+//! Direct proxy-wasm ABI calls that report failures instead of panicking.
+//!
+//! The SDK's `hostcalls` wrappers panic on any status they do not expect
+//! (e.g. `set_property` answered with `NotFound`/`BadArgument`, or an
+//! unknown status code, which would not even be a valid `Status` value).
+//! These wrappers declare the same `env` imports with plain `u32` statuses
+//! and map every non-OK status to `None`/`Err`.
+
+#[cfg(target_arch = "wasm32")]
+mod abi {
+    #[link(wasm_import_module = "env")]
+    extern "C" {
+        pub fn proxy_log(level: u32, message_data: *const u8, message_size: usize) -> u32;
+        pub fn proxy_get_current_time_nanoseconds(return_time: *mut u64) -> u32;
+        pub fn proxy_get_header_map_pairs(
+            map_type: u32,
+            return_map_data: *mut *mut u8,
+            return_map_size: *mut usize,
+        ) -> u32;
+        pub fn proxy_get_buffer_bytes(
+            buffer_type: u32,
+            start: usize,
+            max_size: usize,
+            return_buffer_data: *mut *mut u8,
+            return_buffer_size: *mut usize,
+        ) -> u32;
+        pub fn proxy_set_property(
+            path_data: *const u8,
+            path_size: usize,
+            value_data: *const u8,
+            value_size: usize,
+        ) -> u32;
+    }
+}
+
+/// Native builds (clippy, `cargo check --workspace`) have no host: every
+/// call fails.
+#[cfg(not(target_arch = "wasm32"))]
+#[allow(clippy::missing_safety_doc)]
+mod abi {
+    const UNIMPLEMENTED: u32 = 12;
+    pub unsafe fn proxy_log(_: u32, _: *const u8, _: usize) -> u32 {
+        UNIMPLEMENTED
+    }
+    pub unsafe fn proxy_get_current_time_nanoseconds(_: *mut u64) -> u32 {
+        UNIMPLEMENTED
+    }
+    pub unsafe fn proxy_get_header_map_pairs(_: u32, _: *mut *mut u8, _: *mut usize) -> u32 {
+        UNIMPLEMENTED
+    }
+    pub unsafe fn proxy_get_buffer_bytes(
+        _: u32,
+        _: usize,
+        _: usize,
+        _: *mut *mut u8,
+        _: *mut usize,
+    ) -> u32 {
+        UNIMPLEMENTED
+    }
+    pub unsafe fn proxy_set_property(_: *const u8, _: usize, _: *const u8, _: usize) -> u32 {
+        UNIMPLEMENTED
+    }
+}
+
+const OK: u32 = 0;
+const LOG_ERROR: u32 = 4;
+
+pub const MAP_REQUEST_HEADERS: u32 = 0;
+pub const MAP_RESPONSE_HEADERS: u32 = 2;
+pub const MAP_RESPONSE_TRAILERS: u32 = 3;
+
+pub const BUFFER_REQUEST_BODY: u32 = 0;
+pub const BUFFER_RESPONSE_BODY: u32 = 1;
+pub const BUFFER_PLUGIN_CONFIGURATION: u32 = 7;
+
+/// Takes ownership of a buffer the host allocated in our memory through
+/// `proxy_on_memory_allocate` (the SDK's allocator: exactly `size` bytes).
+///
+/// # Safety
+/// `data` must be null or come from the host for this call with `size`.
+unsafe fn owned(data: *mut u8, size: usize) -> Vec<u8> {
+    if data.is_null() {
+        Vec::new()
+    } else {
+        Vec::from_raw_parts(data, size, size)
+    }
+}
+
+/// Logs at error level (configuration time only; never on the hot path).
+pub fn log_error(message: &str) {
+    // SAFETY: pointer and length of a live &str.
+    unsafe {
+        abi::proxy_log(LOG_ERROR, message.as_ptr(), message.len());
+    }
+}
+
+/// Host wall clock in nanoseconds, `None` if the host refuses.
+pub fn now_ns() -> Option<u64> {
+    let mut t: u64 = 0;
+    // SAFETY: the host writes one u64 through a valid pointer.
+    let status = unsafe { abi::proxy_get_current_time_nanoseconds(&mut t) };
+    (status == OK).then_some(t)
+}
+
+/// A whole header map in the serialized proxy-wasm layout, in one call.
+pub fn header_map(map_type: u32) -> Option<Vec<u8>> {
+    let mut data: *mut u8 = std::ptr::null_mut();
+    let mut size: usize = 0;
+    // SAFETY: out-pointers are valid; on OK the host hands us a buffer
+    // allocated by our allocator.
+    unsafe {
+        if abi::proxy_get_header_map_pairs(map_type, &mut data, &mut size) != OK {
+            return None;
+        }
+        Some(owned(data, size))
+    }
+}
+
+/// Up to `max_size` bytes of a host buffer starting at `start`.
+pub fn buffer(buffer_type: u32, start: usize, max_size: usize) -> Option<Vec<u8>> {
+    let mut data: *mut u8 = std::ptr::null_mut();
+    let mut size: usize = 0;
+    // SAFETY: as in `header_map`.
+    unsafe {
+        if abi::proxy_get_buffer_bytes(buffer_type, start, max_size, &mut data, &mut size) != OK {
+            return None;
+        }
+        Some(owned(data, size))
+    }
+}
+
+/// `set_property([key], value)`: Envoy stores it as filter state `wasm.<key>`.
+pub fn set_property(key: &str, value: &[u8]) -> Result<(), u32> {
+    // SAFETY: pointers and lengths of live slices; a one-element path is
+    // the element itself (elements are NUL-separated).
+    let status =
+        unsafe { abi::proxy_set_property(key.as_ptr(), key.len(), value.as_ptr(), value.len()) };
+    if status == OK {
+        Ok(())
+    } else {
+        Err(status)
+    }
+}
