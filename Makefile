@@ -101,6 +101,7 @@ test-unit: ## unit tests of each component
 	@echo "==> services: go vet, go test"
 	@cd services && go vet ./... && go test ./...
 	@echo "==> deploy, envoy, queries: pytest (unit)"
+	@proto/gen.sh --check
 	@$(PY) -m pytest -q -p no:cacheprovider tests/unit proto
 
 test-e2e: ## end-to-end: the whole stack on free ports, exact counts in ClickHouse, spans in Jaeger

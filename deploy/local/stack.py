@@ -152,7 +152,7 @@ def port_holder(port: int) -> str | None:
             for fd in (proc / "fd").iterdir():
                 target = os.readlink(fd)
                 if target.startswith("socket:[") and target[8:-1] in inodes:
-                    cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+                    cmdline = " ".join((proc / "cmdline").read_bytes().decode(errors="replace").replace("\0", " ").split())
                     return f"pid {proc.name} ({cmdline[:120]})"
         except OSError:
             continue
@@ -161,6 +161,8 @@ def port_holder(port: int) -> str | None:
 
 def check_port_free(port: int, variable: str, component: str) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As servers do: connections in TIME_WAIT from an earlier run must not count.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError as exc:
@@ -341,9 +343,11 @@ def start(component: Component, settings: dict[str, str]) -> int:
     argv = component.command(settings)
     log = log_path(settings, component.name)
     log.parent.mkdir(parents=True, exist_ok=True)
+    if log.exists():  # keep the previous run's log, one generation
+        log.replace(log.with_suffix(".log.1"))
     pid_path(settings, component.name).parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **settings}
-    with open(log, "ab") as out:
+    with open(log, "wb") as out:
         process = subprocess.Popen(argv, cwd=component.cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
     pid_path(settings, component.name).write_text(json.dumps({"pid": process.pid, "argv0": argv[0]}))
@@ -411,6 +415,11 @@ def _group_alive(pgid: int) -> bool:
 
 
 def up(settings: dict[str, str], log: Callable[[str], None] = print) -> None:
+    # Check every port first: fail before anything starts, not halfway.
+    for component in COMPONENTS:
+        if not read_pid(settings, component.name):
+            for variable in component.ports:
+                check_port_free(int(settings[variable]), variable, component.name)
     started: list[str] = []
     try:
         for component in COMPONENTS:
@@ -434,16 +443,17 @@ def down(settings: dict[str, str], log: Callable[[str], None] = print) -> None:
 
 
 def status(settings: dict[str, str], log: Callable[[str], None] = print) -> bool:
-    healthy = True
+    healthy, foreign = True, False
     log(f"  {'component':<13} {'pid':<8} {'port':<6} {'health':<8} log")
     for component in COMPONENTS:
         pid = read_pid(settings, component.name)
         answers = component.ready(settings)()
         health = ("up" if answers else "DOWN") if pid else ("foreign" if answers else "stopped")
         healthy &= bool(pid) and answers
+        foreign |= answers and not pid
         log(f"  {component.name:<13} {str(pid or '-'):<8} {component.port(settings):<6} {health:<8} "
             f"{log_path(settings, component.name)}")
-    if not healthy:
+    if foreign:
         log("  (foreign: something not started by this stack answers on the port)")
     return healthy
 
