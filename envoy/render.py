@@ -24,26 +24,16 @@ def _filter_state(key: str) -> str:
 
 
 # (attribute name, Envoy format string, also a span tag?)
-# Names follow OpenTelemetry semantic conventions where one exists, wirelens.* otherwise.
+# The filter's own fields travel packed in wirelens.record (one JSON object:
+# one host call per call instead of one per field); the Collector expands it
+# into attributes (collector/config.yaml, transform/wirelens_record). Protocol
+# and operation are also published alone so spans carry them even where no
+# Collector expands the record. Names follow OpenTelemetry semantic
+# conventions where one exists, wirelens.* otherwise.
 RECORD_FIELDS: list[tuple[str, str, bool]] = [
+    ("wirelens.record", _filter_state("record"), True),
     ("wirelens.protocol", _filter_state("protocol"), True),
     ("wirelens.operation", _filter_state("operation"), True),
-    ("rpc.service", _filter_state("rpc_service"), True),
-    ("rpc.method", _filter_state("rpc_method"), True),
-    ("wirelens.streaming", _filter_state("streaming"), True),
-    ("http.route", _filter_state("route"), True),
-    ("rpc.grpc.status_code", _filter_state("grpc_status"), True),
-    ("wirelens.grpc.message", _filter_state("grpc_message"), True),
-    ("wirelens.request.header.size", _filter_state("req_header_bytes"), True),
-    ("wirelens.response.header.size", _filter_state("resp_header_bytes"), True),
-    ("wirelens.response.trailer.size", _filter_state("resp_trailer_bytes"), True),
-    ("http.request.body.size", _filter_state("req_body_bytes"), True),
-    ("http.response.body.size", _filter_state("resp_body_bytes"), True),
-    ("wirelens.request.messages", _filter_state("req_messages"), True),
-    ("wirelens.response.messages", _filter_state("resp_messages"), True),
-    ("wirelens.time_to_first_byte_us", _filter_state("ttfb_us"), True),
-    ("wirelens.duration_us", _filter_state("duration_us"), True),
-    ("wirelens.malformed", _filter_state("malformed"), True),
     # What Envoy itself knows about the call.
     ("wirelens.run_id", "%REQ(X-WIRELENS-RUN)%", True),
     ("wirelens.request_id", "%REQ(X-REQUEST-ID)%", False),
@@ -60,6 +50,7 @@ RECORD_FIELDS: list[tuple[str, str, bool]] = [
 
 PORT_VARIABLES = (
     "WIRELENS_ENVOY_PORT",
+    "WIRELENS_ENVOY_TRANSCODE_PORT",
     "WIRELENS_ENVOY_ADMIN_PORT",
     "WIRELENS_REST_PORT",
     "WIRELENS_GRPC_PORT",
@@ -91,18 +82,25 @@ def span_tags_yaml(indent: int = 20) -> str:
     return "\n".join(lines)
 
 
-def render(ports: dict[str, str], filter_wasm: Path, plugin_config: str) -> str:
+def render(ports: dict[str, str], filter_wasm: Path, plugin_config: str, descriptor_set: Path) -> str:
+    """The Envoy config; plugin_config is the filter's JSON (build/opmap.json)."""
     missing = [name for name in PORT_VARIABLES if not ports.get(name)]
     if missing:
         raise ValueError(f"missing port settings: {', '.join(missing)}")
     for name in PORT_VARIABLES:
         if not str(ports[name]).isdigit():
             raise ValueError(f"{name}={ports[name]!r} is not a port number")
+    config = json.loads(plugin_config)
+    services = sorted({op["rpc_service"] for op in config.get("operations", []) if op.get("rpc_service")})
+    transcoded_config = json.dumps({**config, "rest_transcoded": True}, separators=(",", ":"))
     template = string.Template((HERE / "envoy.yaml.tmpl").read_text())
     return template.substitute(
         {name: ports[name] for name in PORT_VARIABLES},
         WIRELENS_FILTER_WASM=str(filter_wasm),
+        WIRELENS_DESCRIPTOR_SET=str(descriptor_set),
+        WIRELENS_GRPC_SERVICES=json.dumps(services),
         WIRELENS_PLUGIN_CONFIG=_yaml_string(plugin_config),
+        WIRELENS_TRANSCODED_PLUGIN_CONFIG=_yaml_string(transcoded_config),
         LOG_ATTRIBUTES=log_attributes_yaml(),
         SPAN_TAGS=span_tags_yaml(),
     )
@@ -115,11 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wasm", required=True, help="path of wirelens_filter.wasm")
     parser.add_argument("--plugin-config", required=True,
                         help="JSON file with the filter's plugin configuration (build/opmap.json)")
+    parser.add_argument("--descriptor-set", required=True,
+                        help="protobuf descriptor set of the services, for grpc_json_transcoder (build/proto/wirelens.pb)")
     parser.add_argument("-o", "--output", help="write here instead of stdout")
     args = parser.parse_args(argv)
     plugin_config = Path(args.plugin_config).read_text()
     json.loads(plugin_config)  # fail here, with the file name, rather than inside Envoy
-    rendered = render(dict(os.environ), Path(args.wasm).resolve(), plugin_config)
+    rendered = render(dict(os.environ), Path(args.wasm).resolve(), plugin_config,
+                      Path(args.descriptor_set).resolve())
     if args.output:
         Path(args.output).write_text(rendered)
     else:

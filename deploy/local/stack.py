@@ -204,7 +204,8 @@ def _require(path: Path, how: str) -> str:
 def _render_envoy(settings: dict[str, str]) -> None:
     wasm = Path(_require(BUILD / "wirelens_filter.wasm", "run `make filter`"))
     plugin_config = Path(_require(BUILD / "opmap.json", "run `make proto`")).read_text()
-    rendered = envoy_render.render(settings, wasm, plugin_config)
+    descriptor_set = Path(_require(BUILD / "proto" / "wirelens.pb", "run `make proto`"))
+    rendered = envoy_render.render(settings, wasm, plugin_config, descriptor_set)
     (state_dir(settings) / "envoy.yaml").write_text(rendered)
 
 
@@ -291,7 +292,7 @@ COMPONENTS: list[Component] = [
         command=lambda s: [str(envoy_binary()), "-c", str(state_dir(s) / "envoy.yaml"),
                            "--disable-hot-restart", "--concurrency", s["WIRELENS_ENVOY_CONCURRENCY"],
                            "--log-level", "warn"],
-        ports=["WIRELENS_ENVOY_ADMIN_PORT", "WIRELENS_ENVOY_PORT"],
+        ports=["WIRELENS_ENVOY_ADMIN_PORT", "WIRELENS_ENVOY_PORT", "WIRELENS_ENVOY_TRANSCODE_PORT"],
         ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_ENVOY_ADMIN_PORT']}/ready", "LIVE"),
         prepare=_render_envoy,
     ),

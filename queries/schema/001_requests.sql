@@ -33,9 +33,21 @@ CREATE TABLE IF NOT EXISTS wirelens.requests
     response_body_bytes    UInt64,
     request_messages       UInt32,
     response_messages      UInt32,
+    request_message_bytes  UInt64,
+    request_message_min    UInt32,
+    request_message_max    UInt32,
+    response_message_bytes UInt64,
+    response_message_min   UInt32,
+    response_message_max   UInt32,
+    request_framing_bytes  UInt64,
+    response_framing_bytes UInt64,
+    request_compressed_messages  UInt32,
+    response_compressed_messages UInt32,
     ttfb_us                UInt64,
     duration_us            UInt64,
+    request_duration_us    Nullable(UInt64),
     malformed              Bool,
+    sample_rate            Float32,
     envoy_duration_ms      UInt32,
     envoy_bytes_received   UInt64,
     envoy_bytes_sent       UInt64,
@@ -47,8 +59,10 @@ ENGINE = ReplacingMergeTree
 PARTITION BY toDate(timestamp)
 ORDER BY (operation, protocol, timestamp, request_id);
 
--- Envoy writes "-" for a field it has no value for (e.g. the filter failed
--- open and published nothing); those become empty strings, zeros and NULLs.
+-- The filter's record arrives expanded into attributes by the Collector
+-- (transform/wirelens_record). Envoy writes "-" for a field it has no value
+-- for (e.g. the filter failed open and published nothing); those become empty
+-- strings, zeros and NULLs, and the protocol 'unknown'.
 CREATE MATERIALIZED VIEW IF NOT EXISTS wirelens.requests_from_otel_logs
 TO wirelens.requests
 AS
@@ -78,9 +92,21 @@ SELECT
     toUInt64OrZero(attr('http.response.body.size'))            AS response_body_bytes,
     toUInt32OrZero(attr('wirelens.request.messages'))          AS request_messages,
     toUInt32OrZero(attr('wirelens.response.messages'))         AS response_messages,
+    toUInt64OrZero(attr('wirelens.request.message.bytes'))     AS request_message_bytes,
+    toUInt32OrZero(attr('wirelens.request.message.min'))       AS request_message_min,
+    toUInt32OrZero(attr('wirelens.request.message.max'))       AS request_message_max,
+    toUInt64OrZero(attr('wirelens.response.message.bytes'))    AS response_message_bytes,
+    toUInt32OrZero(attr('wirelens.response.message.min'))      AS response_message_min,
+    toUInt32OrZero(attr('wirelens.response.message.max'))      AS response_message_max,
+    toUInt64OrZero(attr('wirelens.request.framing.bytes'))     AS request_framing_bytes,
+    toUInt64OrZero(attr('wirelens.response.framing.bytes'))    AS response_framing_bytes,
+    toUInt32OrZero(attr('wirelens.request.compressed_messages'))  AS request_compressed_messages,
+    toUInt32OrZero(attr('wirelens.response.compressed_messages')) AS response_compressed_messages,
     toUInt64OrZero(attr('wirelens.time_to_first_byte_us'))     AS ttfb_us,
     toUInt64OrZero(attr('wirelens.duration_us'))               AS duration_us,
+    toUInt64OrNull(attr('wirelens.request.duration_us'))       AS request_duration_us,
     attr('wirelens.malformed') = '1'                           AS malformed,
+    if(attr('wirelens.sample_rate') = '', 1, toFloat32OrZero(attr('wirelens.sample_rate'))) AS sample_rate,
     toUInt32OrZero(attr('envoy.duration_ms'))                  AS envoy_duration_ms,
     toUInt64OrZero(attr('envoy.bytes_received'))               AS envoy_bytes_received,
     toUInt64OrZero(attr('envoy.bytes_sent'))                   AS envoy_bytes_sent,

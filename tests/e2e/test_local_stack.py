@@ -108,6 +108,16 @@ def call_rest(settings, run_id: str, tp: str) -> bytes:
     return body
 
 
+def call_rest_transcoded(settings, run_id: str, tp: str) -> bytes:
+    conn = http.client.HTTPConnection("127.0.0.1", int(settings["WIRELENS_ENVOY_TRANSCODE_PORT"]), timeout=10)
+    conn.request("POST", "/v1/hello", body=REST_REQUEST,
+                 headers={"content-type": "application/json", "x-wirelens-run": run_id, "traceparent": tp})
+    response = conn.getresponse()
+    body = response.read()
+    assert response.status == 200, body
+    return body
+
+
 def call_grpc_web(settings, run_id: str, tp: str) -> bytes:
     conn = http.client.HTTPConnection("127.0.0.1", int(settings["WIRELENS_ENVOY_PORT"]), timeout=10)
     conn.request("POST", "/wirelens.v1.Hello/SayHello", body=grpc_frame(HELLO_REQUEST),
@@ -136,6 +146,9 @@ def test_known_message_bytes_status_and_span(local_stack):
     trace_ids["rest"], tp = traceparent()
     assert call_rest(settings, run_id, tp) == REST_REPLY
 
+    trace_ids["rest-transcoded"], tp = traceparent()
+    assert json.loads(call_rest_transcoded(settings, run_id, tp)) == json.loads(REST_REPLY)
+
     trace_ids["grpc"], tp = traceparent()
     assert call_grpc(settings, run_id, tp) == HELLO_REPLY
 
@@ -145,27 +158,34 @@ def test_known_message_bytes_status_and_span(local_stack):
     trailer = web_body[len(grpc_frame(HELLO_REPLY)):]
     assert trailer[0] == 0x80 and b"grpc-status:0" in trailer.replace(b" ", b"")
 
-    # What each side sent and received, counted here, independently of the filter.
+    # What each side sent and received, counted here, independently of the filter:
+    # body bytes, messages, message payload bytes and framing bytes, each way.
+    request, reply = len(HELLO_REQUEST), len(HELLO_REPLY)
     expected = {
-        "rest": (len(REST_REQUEST), len(REST_REPLY), 0, 0, None),
-        "grpc": (len(grpc_frame(HELLO_REQUEST)), len(grpc_frame(HELLO_REPLY)), 1, 1, "0"),
-        "grpc-web": (len(grpc_frame(HELLO_REQUEST)), len(web_body), 1, 1, "0"),
+        "rest": ((len(REST_REQUEST), len(REST_REPLY)), (0, 0), (0, 0), (0, 0), None),
+        # The transcoder passes the upstream's grpc-status through to the client.
+        "rest-transcoded": ((len(REST_REQUEST), len(REST_REPLY)), (0, 0), (0, 0), (0, 0), "0"),
+        "grpc": ((request + 5, reply + 5), (1, 1), (request, reply), (5, 5), "0"),
+        "grpc-web": ((request + 5, len(web_body)), (1, 1), (request, reply), (5, len(web_body) - reply), "0"),
     }
-    found = poll(f"3 rows of run {run_id}",
-                 lambda: rows(settings, "SELECT protocol, request_body_bytes, response_body_bytes, request_messages, "
-                                        "response_messages, ifNull(toString(grpc_status), 'null'), trace_id, "
-                                        "http_status, operation, http_route "
-                                        f"FROM wirelens.requests FINAL WHERE run_id = '{run_id}' ORDER BY protocol"),
-                 lambda r: len(r) >= 3)
-    assert len(found) == 3, found
-    for protocol, req_b, resp_b, req_m, resp_m, grpc_status, trace_id, http_status, operation, route in found:
-        want_req_b, want_resp_b, want_req_m, want_resp_m, want_status = expected[protocol]
-        assert (int(req_b), int(resp_b)) == (want_req_b, want_resp_b), protocol
-        assert (int(req_m), int(resp_m)) == (want_req_m, want_resp_m), protocol
+    columns = ("protocol, (request_body_bytes, response_body_bytes), (request_messages, response_messages), "
+               "(request_message_bytes, response_message_bytes), (request_framing_bytes, response_framing_bytes), "
+               "ifNull(toString(grpc_status), 'null'), trace_id, http_status, operation, http_route")
+    found = poll(f"{len(expected)} rows of run {run_id}",
+                 lambda: rows(settings, f"SELECT {columns} FROM wirelens.requests FINAL "
+                                        f"WHERE run_id = '{run_id}' ORDER BY protocol"),
+                 lambda r: len(r) >= len(expected))
+    assert [r[0] for r in found] == sorted(expected), found
+    for protocol, body_b, messages, payload_b, framing_b, grpc_status, trace_id, status, operation, route in found:
+        want_body, want_messages, want_payload, want_framing, want_status = expected[protocol]
+        assert json.loads(body_b.replace("(", "[").replace(")", "]")) == list(want_body), protocol
+        assert json.loads(messages.replace("(", "[").replace(")", "]")) == list(want_messages), protocol
+        assert json.loads(payload_b.replace("(", "[").replace(")", "]")) == list(want_payload), protocol
+        assert json.loads(framing_b.replace("(", "[").replace(")", "]")) == list(want_framing), protocol
         assert grpc_status == (want_status or "null"), protocol
         assert trace_id == trace_ids[protocol], protocol
-        assert http_status == "200" and operation == "hello.SayHello", protocol
-        assert route == ("/v1/hello" if protocol == "rest" else ""), protocol
+        assert status == "200" and operation == "hello.SayHello", protocol
+        assert route == ("/v1/hello" if protocol.startswith("rest") else ""), protocol
 
     # The span of the gRPC-Web call, in Jaeger, tagged with its protocol.
     jaeger = f"http://127.0.0.1:{settings['WIRELENS_JAEGER_QUERY_PORT']}"

@@ -54,20 +54,21 @@ def test_every_component_port_is_a_setting():
 def test_rendered_envoy_config_carries_every_record_field(tmp_path):
     ports = stack.load_settings({})
     plugin_config = json.dumps({"operations": []})
-    text = render.render(ports, tmp_path / "f.wasm", plugin_config)
+    text = render.render(ports, tmp_path / "f.wasm", plugin_config, tmp_path / "d.pb")
     for name, fmt, is_tag in render.RECORD_FIELDS:
         assert f"- key: {name}" in text
         assert (f"- tag: {name}" in text) == is_tag
     assert "failure_policy: FAIL_OPEN" in text
     assert "${" not in text
     # The plugin configuration is embedded as one YAML string that decodes back to the JSON.
-    line = next(line for line in text.splitlines() if line.strip().startswith("value: \"{"))
-    assert json.loads(json.loads(line.split("value: ", 1)[1])) == {"operations": []}
+    configs = [json.loads(json.loads(line.split("value: ", 1)[1]))
+               for line in text.splitlines() if line.strip().startswith("value: \"{")]
+    assert configs == [{"operations": []}, {"operations": [], "rest_transcoded": True}]
 
 
 def test_render_refuses_a_missing_port(tmp_path):
     with pytest.raises(ValueError, match="WIRELENS_GRPC_PORT"):
-        render.render({"WIRELENS_ENVOY_PORT": "1"}, tmp_path / "f.wasm", "{}")
+        render.render({"WIRELENS_ENVOY_PORT": "1"}, tmp_path / "f.wasm", "{}", tmp_path / "d.pb")
 
 
 def test_split_sql_keeps_statements_and_drops_comments():

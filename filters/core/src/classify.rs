@@ -13,6 +13,11 @@ pub enum Protocol {
     GrpcWeb,
     /// `application/grpc-web-text*` (base64-encoded gRPC-Web).
     GrpcWebText,
+    /// A `rest` call on a listener configured with `rest_transcoded: true`
+    /// (Envoy's `grpc_json_transcoder` turns it into gRPC upstream). Never
+    /// returned by [`classify`]: the per-call state assigns it from the
+    /// configuration.
+    RestTranscoded,
 }
 
 impl Protocol {
@@ -24,6 +29,7 @@ impl Protocol {
             Protocol::Grpc => "grpc",
             Protocol::GrpcWeb => "grpc-web",
             Protocol::GrpcWebText => "grpc-web-text",
+            Protocol::RestTranscoded => "rest-transcoded",
         }
     }
 
@@ -131,7 +137,9 @@ mod tests {
         assert_eq!(Protocol::Grpc.as_str(), "grpc");
         assert_eq!(Protocol::GrpcWeb.as_str(), "grpc-web");
         assert_eq!(Protocol::GrpcWebText.as_str(), "grpc-web-text");
+        assert_eq!(Protocol::RestTranscoded.as_str(), "rest-transcoded");
         assert!(Protocol::GrpcWebText.is_grpc_family());
         assert!(!Protocol::RestProto.is_grpc_family());
+        assert!(!Protocol::RestTranscoded.is_grpc_family());
     }
 }

@@ -20,14 +20,25 @@ pub const TRAILER_CAPTURE_LIMIT: usize = 1024;
 pub const TRAILER_FLAG: u8 = 0x80;
 
 /// Counters of a frame stream.
+///
+/// Everything but `total_bytes` counts complete frames only, so for a
+/// stream that ends at a frame boundary
+/// `total_bytes == message_bytes + framing_bytes`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FrameStats {
     /// Completed data frames (messages).
     pub messages: u64,
-    /// Completed data frames with the compressed bit set.
+    /// Completed data frames with the compressed bit (flag bit 0) set.
     pub compressed_messages: u64,
-    /// Payload bytes of data frames seen or skipped (partial frames included).
+    /// Σ payload length (as declared in the prefix) of completed data frames.
     pub message_bytes: u64,
+    /// Smallest payload length of a completed data frame (0 when `messages == 0`).
+    pub message_min: u32,
+    /// Largest payload length of a completed data frame (0 when `messages == 0`).
+    pub message_max: u32,
+    /// Bytes of completed frames that are not message payload: 5 per data
+    /// frame plus each whole trailer frame (5-byte prefix + payload).
+    pub framing_bytes: u64,
     /// Completed trailer frames.
     pub trailer_frames: u64,
     /// Bytes consumed in total (fed + skipped).
@@ -115,6 +126,8 @@ pub struct FrameParser {
     flags: u8,
     /// Payload bytes left in the current frame.
     remaining: u32,
+    /// Payload length declared by the current frame's prefix.
+    declared: u32,
     stats: FrameStats,
     /// Captured trailer-frame payload (allocated once, reused).
     trailer_buf: Vec<u8>,
@@ -172,7 +185,6 @@ impl FrameParser {
         }
         // n <= remaining <= u32::MAX
         self.remaining -= n as u32;
-        self.stats.message_bytes += n;
         self.stats.total_bytes += n;
         if self.remaining == 0 {
             self.end_frame();
@@ -192,8 +204,6 @@ impl FrameParser {
                     if keep < n {
                         self.trailer_truncated = true;
                     }
-                } else {
-                    self.stats.message_bytes += n as u64;
                 }
                 self.remaining -= n as u32;
                 data = &data[n..];
@@ -218,6 +228,7 @@ impl FrameParser {
         self.prefix_len = 0;
         self.flags = p[0];
         self.remaining = u32::from_be_bytes([p[1], p[2], p[3], p[4]]);
+        self.declared = self.remaining;
         self.in_payload = true;
         if self.in_trailer_frame() {
             if self.trailer_buf.capacity() == 0 {
@@ -233,16 +244,28 @@ impl FrameParser {
 
     fn end_frame(&mut self) {
         self.in_payload = false;
+        let len = self.declared;
         if self.in_trailer_frame() {
             self.stats.trailer_frames += 1;
+            self.stats.framing_bytes += 5 + len as u64;
             match parse_trailer_block(&self.trailer_buf, self.trailer_truncated) {
                 Ok(t) => self.trailer = Some(t),
                 Err(()) => self.malformed = true,
             }
         } else {
-            self.stats.messages += 1;
+            let st = &mut self.stats;
+            if st.messages == 0 {
+                st.message_min = len;
+                st.message_max = len;
+            } else {
+                st.message_min = st.message_min.min(len);
+                st.message_max = st.message_max.max(len);
+            }
+            st.messages += 1;
+            st.message_bytes += len as u64;
+            st.framing_bytes += 5;
             if self.flags & 1 != 0 {
-                self.stats.compressed_messages += 1;
+                st.compressed_messages += 1;
             }
         }
         self.flags = 0;
@@ -301,8 +324,13 @@ mod tests {
         assert_eq!(stats.messages, 5);
         assert_eq!(stats.compressed_messages, 1);
         assert_eq!(stats.message_bytes, 5 + 8 + 300);
+        assert_eq!(stats.message_min, 0);
+        assert_eq!(stats.message_max, 300);
+        let trailer_len = 5 + "grpc-status:3\r\ngrpc-message:bad%20thing\r\n".len() as u64;
+        assert_eq!(stats.framing_bytes, 5 * 5 + trailer_len);
         assert_eq!(stats.trailer_frames, 1);
         assert_eq!(stats.total_bytes, s.len() as u64);
+        assert_eq!(stats.total_bytes, stats.message_bytes + stats.framing_bytes);
         let t = trailer.unwrap();
         assert_eq!(t.status, Some(3));
         assert_eq!(t.message.as_deref(), Some("bad thing"));
@@ -358,6 +386,8 @@ mod tests {
         assert!(!p.is_malformed());
         assert_eq!(st.messages, 1);
         assert_eq!(st.message_bytes, SIZE as u64);
+        assert_eq!((st.message_min, st.message_max), (SIZE as u32, SIZE as u32));
+        assert_eq!(st.framing_bytes, 5);
         assert_eq!(st.total_bytes, SIZE as u64 + 5);
     }
 
@@ -373,6 +403,23 @@ mod tests {
         assert_eq!(p.skippable(), 0);
         p.skip(5);
         assert!(!p.at_frame_boundary());
+    }
+
+    #[test]
+    fn only_complete_frames_are_counted() {
+        let mut s = encode_frame(1, b"abc");
+        s.extend(encode_frame(0x80, b"grpc-status:0\r\n"));
+        let whole = run(&[&s]).0;
+        assert_eq!(whole.compressed_messages, 1);
+        assert_eq!(whole.framing_bytes, 5 + 5 + 15);
+        for i in 0..s.len() {
+            let (st, _, _) = run(&[&s[..i]]);
+            let data_done = i >= 8;
+            assert_eq!(st.messages, data_done as u64, "cut at {i}");
+            assert_eq!(st.message_bytes, if data_done { 3 } else { 0 });
+            assert_eq!(st.framing_bytes, if data_done { 5 } else { 0 });
+            assert_eq!(st.total_bytes, i as u64);
+        }
     }
 
     #[test]

@@ -10,17 +10,25 @@
 //! * [`base64`]: incremental, allocation-free base64 decoder for grpc-web-text.
 //! * [`percent`]: `grpc-message` percent-decoding.
 //! * [`headers`]: reader for the proxy-wasm serialized header-map format.
-//! * [`opmap`]: plugin configuration, operation map, `google.api.http` template matching.
+//! * [`config`]: the plugin configuration (operation map + publishing options).
+//! * [`opmap`]: operation map, `google.api.http` template matching.
+//! * [`sample`]: the per-call sampling decision.
 //! * [`record`]: the per-call state machine and the published record.
+//! * [`json`]: the compact JSON writer the record is serialized with.
 
 pub mod base64;
 pub mod classify;
+pub mod config;
 pub mod frame;
 pub mod headers;
+pub mod json;
 pub mod opmap;
 pub mod percent;
 pub mod record;
+pub mod sample;
 
 pub use classify::{classify, Protocol};
+pub use config::{Config, Fields, Options};
 pub use opmap::{ConfigError, OpMap, Streaming};
-pub use record::{BodySource, Call, Record, KEYS};
+pub use record::{BodySource, Call, Record, KEYS, PROPERTIES};
+pub use sample::Sampler;

@@ -163,7 +163,10 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-fn err<T>(path: impl Into<String>, message: impl Into<String>) -> Result<T, ConfigError> {
+pub(crate) fn err<T>(
+    path: impl Into<String>,
+    message: impl Into<String>,
+) -> Result<T, ConfigError> {
     Err(ConfigError {
         path: path.into(),
         message: message.into(),
@@ -213,7 +216,7 @@ pub fn strip_query(path: &[u8]) -> &[u8] {
     }
 }
 
-fn type_name(v: &Value) -> &'static str {
+pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
@@ -224,7 +227,11 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
-fn check_fields(path: &str, obj: &Map<String, Value>, allowed: &[&str]) -> Result<(), ConfigError> {
+pub(crate) fn check_fields(
+    path: &str,
+    obj: &Map<String, Value>,
+    allowed: &[&str],
+) -> Result<(), ConfigError> {
     for key in obj.keys() {
         if !allowed.contains(&key.as_str()) {
             let at = if path.is_empty() {
@@ -378,7 +385,6 @@ fn parse_template(t: &str) -> Result<(Vec<Seg>, Option<String>), String> {
     Ok((segs, verb))
 }
 
-const TOP_FIELDS: &[&str] = &["operations"];
 const OP_FIELDS: &[&str] = &[
     "grpc_path",
     "operation",
@@ -395,30 +401,20 @@ impl OpMap {
         Self::default()
     }
 
-    /// Parses the plugin configuration (JSON). Empty or all-blank input, `{}`
-    /// and `null` give an empty map. Unknown fields are rejected at every
-    /// level; the error names the offending field.
+    /// Parses the plugin configuration (JSON) and keeps its operation map;
+    /// the other top-level settings are validated and dropped (see
+    /// [`Config::from_json`](crate::config::Config::from_json)). Empty or
+    /// all-blank input, `{}` and `null` give an empty map. Unknown fields are
+    /// rejected at every level; the error names the offending field.
     pub fn from_json(bytes: &[u8]) -> Result<Self, ConfigError> {
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Self::empty());
-        }
-        let value: Value = match serde_json::from_slice(bytes) {
-            Ok(v) => v,
-            Err(e) => return err("", format!("invalid JSON: {e}")),
-        };
-        let top = match &value {
-            Value::Null => return Ok(Self::empty()),
-            Value::Object(m) => m,
-            v => {
-                return err(
-                    "",
-                    format!("invalid type: {}, expected an object", type_name(v)),
-                )
-            }
-        };
-        check_fields("", top, TOP_FIELDS)?;
+        crate::config::Config::from_json(bytes).map(|c| c.map)
+    }
+
+    /// Builds the map from the top-level `operations` value (absent or
+    /// `null`: empty).
+    pub(crate) fn from_operations(ops: Option<&Value>) -> Result<Self, ConfigError> {
         let mut map = Self::empty();
-        let ops = match top.get("operations") {
+        let ops = match ops {
             None | Some(Value::Null) => return Ok(map),
             Some(Value::Array(a)) => a,
             Some(v) => {
@@ -806,7 +802,7 @@ mod tests {
         );
         assert_eq!(
             bad(r#"{"ops": []}"#),
-            "ops: unknown field, expected one of: operations"
+            "ops: unknown field, expected one of: operations, sample_rate, optional_fields, rest_transcoded"
         );
         assert!(
             bad(r#"{"operations": [{"grpc_path": "/a.B/C", "stremaing": "unary"}]}"#)

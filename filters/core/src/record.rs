@@ -3,11 +3,14 @@
 //! The adapter feeds a [`Call`] with what the host reports (header maps,
 //! body chunk sizes, body bytes through a [`BodySource`], the clock) and,
 //! once the response is complete (or in the log phase for aborted streams),
-//! emits the [`Record`] through [`Record::for_each`].
+//! publishes the [`Record`] through [`Record::for_each_property`]: one
+//! compact JSON object plus the protocol and the operation.
 
 use crate::base64::Base64Decoder;
 use crate::classify::{classify, Protocol};
-use crate::frame::{parse_status, FrameParser, GrpcTrailer};
+use crate::config::{Fields, Options};
+use crate::frame::{parse_status, FrameParser, FrameStats, GrpcTrailer};
+use crate::json::ObjectWriter;
 use crate::opmap::{derive_operation, split_grpc_path, strip_query, OpMap, Streaming};
 use crate::percent::decode_grpc_message;
 use std::rc::Rc;
@@ -17,27 +20,80 @@ use std::rc::Rc;
 /// are skipped without being read.
 pub const DEFAULT_READ_WINDOW: usize = 16 * 1024;
 
-/// The record keys, in publishing order (without the `wasm.` prefix Envoy
-/// adds to filter state names).
-pub const KEYS: [&str; 18] = [
-    "wirelens.protocol",
-    "wirelens.operation",
-    "wirelens.rpc_service",
-    "wirelens.rpc_method",
-    "wirelens.streaming",
-    "wirelens.route",
-    "wirelens.req_header_bytes",
-    "wirelens.resp_header_bytes",
-    "wirelens.resp_trailer_bytes",
-    "wirelens.req_body_bytes",
-    "wirelens.resp_body_bytes",
-    "wirelens.req_messages",
-    "wirelens.resp_messages",
-    "wirelens.grpc_status",
-    "wirelens.grpc_message",
-    "wirelens.ttfb_us",
-    "wirelens.duration_us",
-    "wirelens.malformed",
+/// The three filter-state properties published per call, in order (Envoy
+/// prefixes them with `wasm.`).
+pub const PROPERTY_RECORD: &str = "wirelens.record";
+pub const PROPERTY_PROTOCOL: &str = "wirelens.protocol";
+pub const PROPERTY_OPERATION: &str = "wirelens.operation";
+pub const PROPERTIES: [&str; 3] = [PROPERTY_RECORD, PROPERTY_PROTOCOL, PROPERTY_OPERATION];
+
+/// The keys of the `wirelens.record` JSON object.
+pub mod keys {
+    pub const PROTOCOL: &str = "wirelens.protocol";
+    pub const OPERATION: &str = "wirelens.operation";
+    pub const RPC_SERVICE: &str = "rpc.service";
+    pub const RPC_METHOD: &str = "rpc.method";
+    pub const STREAMING: &str = "wirelens.streaming";
+    pub const ROUTE: &str = "http.route";
+    pub const GRPC_STATUS: &str = "rpc.grpc.status_code";
+    pub const GRPC_MESSAGE: &str = "wirelens.grpc.message";
+    pub const REQ_HEADER_SIZE: &str = "wirelens.request.header.size";
+    pub const RESP_HEADER_SIZE: &str = "wirelens.response.header.size";
+    pub const RESP_TRAILER_SIZE: &str = "wirelens.response.trailer.size";
+    pub const REQ_BODY_SIZE: &str = "http.request.body.size";
+    pub const RESP_BODY_SIZE: &str = "http.response.body.size";
+    pub const REQ_MESSAGES: &str = "wirelens.request.messages";
+    pub const RESP_MESSAGES: &str = "wirelens.response.messages";
+    pub const REQ_MESSAGE_BYTES: &str = "wirelens.request.message.bytes";
+    pub const REQ_MESSAGE_MIN: &str = "wirelens.request.message.min";
+    pub const REQ_MESSAGE_MAX: &str = "wirelens.request.message.max";
+    pub const RESP_MESSAGE_BYTES: &str = "wirelens.response.message.bytes";
+    pub const RESP_MESSAGE_MIN: &str = "wirelens.response.message.min";
+    pub const RESP_MESSAGE_MAX: &str = "wirelens.response.message.max";
+    pub const REQ_FRAMING_BYTES: &str = "wirelens.request.framing.bytes";
+    pub const RESP_FRAMING_BYTES: &str = "wirelens.response.framing.bytes";
+    pub const REQ_COMPRESSED: &str = "wirelens.request.compressed_messages";
+    pub const RESP_COMPRESSED: &str = "wirelens.response.compressed_messages";
+    pub const TTFB_US: &str = "wirelens.time_to_first_byte_us";
+    pub const DURATION_US: &str = "wirelens.duration_us";
+    pub const REQ_DURATION_US: &str = "wirelens.request.duration_us";
+    pub const MALFORMED: &str = "wirelens.malformed";
+    pub const SAMPLE_RATE: &str = "wirelens.sample_rate";
+}
+
+/// Every key the record can hold, in the fixed order they appear in (keys
+/// with an unknown value are omitted).
+pub const KEYS: [&str; 30] = [
+    keys::PROTOCOL,
+    keys::OPERATION,
+    keys::RPC_SERVICE,
+    keys::RPC_METHOD,
+    keys::STREAMING,
+    keys::ROUTE,
+    keys::GRPC_STATUS,
+    keys::GRPC_MESSAGE,
+    keys::REQ_HEADER_SIZE,
+    keys::RESP_HEADER_SIZE,
+    keys::RESP_TRAILER_SIZE,
+    keys::REQ_BODY_SIZE,
+    keys::RESP_BODY_SIZE,
+    keys::REQ_MESSAGES,
+    keys::RESP_MESSAGES,
+    keys::REQ_MESSAGE_BYTES,
+    keys::REQ_MESSAGE_MIN,
+    keys::REQ_MESSAGE_MAX,
+    keys::RESP_MESSAGE_BYTES,
+    keys::RESP_MESSAGE_MIN,
+    keys::RESP_MESSAGE_MAX,
+    keys::REQ_FRAMING_BYTES,
+    keys::RESP_FRAMING_BYTES,
+    keys::REQ_COMPRESSED,
+    keys::RESP_COMPRESSED,
+    keys::TTFB_US,
+    keys::DURATION_US,
+    keys::REQ_DURATION_US,
+    keys::MALFORMED,
+    keys::SAMPLE_RATE,
 ];
 
 /// Random access to the current body chunk, as the host offers it.
@@ -91,7 +147,7 @@ fn mode_for(protocol: Protocol) -> BodyMode {
     match protocol {
         Protocol::Grpc | Protocol::GrpcWeb => BodyMode::Binary,
         Protocol::GrpcWebText => BodyMode::Text,
-        Protocol::Rest | Protocol::RestProto => BodyMode::Ignore,
+        Protocol::Rest | Protocol::RestProto | Protocol::RestTranscoded => BodyMode::Ignore,
     }
 }
 
@@ -122,7 +178,9 @@ impl Direction {
         self.mode != BodyMode::Ignore && !self.read_failed && !self.ended
     }
 
-    fn on_body<S: BodySource>(&mut self, size: usize, eos: bool, src: &mut S, window: usize) {
+    /// Counts a chunk and feeds its bytes to the parser (the caller ends the
+    /// direction on end of stream).
+    fn on_body<S: BodySource>(&mut self, size: usize, src: &mut S, window: usize) {
         self.body_bytes += size as u64;
         if self.wants_bytes() {
             let mut off = 0usize;
@@ -159,9 +217,6 @@ impl Direction {
                 off += bytes.len();
             }
         }
-        if eos {
-            self.end();
-        }
     }
 
     fn end(&mut self) {
@@ -176,10 +231,6 @@ impl Direction {
             self.frames.finish();
         }
         self.ended = true;
-    }
-
-    fn messages(&self) -> u64 {
-        self.frames.stats().messages
     }
 
     fn malformed(&self) -> bool {
@@ -207,12 +258,14 @@ enum Resolved {
 #[derive(Clone, Debug)]
 pub struct Call {
     map: Rc<OpMap>,
+    options: Options,
     window: usize,
     protocol: Option<Protocol>,
     resolved: Resolved,
     start_ns: Option<u64>,
     resp_headers_ns: Option<u64>,
     end_ns: Option<u64>,
+    req_end_ns: Option<u64>,
     req_header_bytes: u64,
     resp_header_bytes: u64,
     resp_trailer_bytes: u64,
@@ -242,12 +295,14 @@ impl Call {
     pub fn new(map: Rc<OpMap>) -> Self {
         Self {
             map,
+            options: Options::default(),
             window: DEFAULT_READ_WINDOW,
             protocol: None,
             resolved: Resolved::None,
             start_ns: None,
             resp_headers_ns: None,
             end_ns: None,
+            req_end_ns: None,
             req_header_bytes: 0,
             resp_header_bytes: 0,
             resp_trailer_bytes: 0,
@@ -266,6 +321,16 @@ impl Call {
     pub fn with_read_window(mut self, window: usize) -> Self {
         self.window = window.max(1);
         self
+    }
+
+    /// Sets the publishing options (default: [`Options::default`]).
+    pub fn with_options(mut self, options: Options) -> Self {
+        self.options = options;
+        self
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.options
     }
 
     pub fn protocol(&self) -> Option<Protocol> {
@@ -295,13 +360,25 @@ impl Call {
                 method = v;
             }
         });
-        let protocol = classify(content_type);
+        let mut protocol = classify(content_type);
+        if protocol == Protocol::Rest && self.options.rest_transcoded {
+            protocol = Protocol::RestTranscoded;
+        }
         self.protocol = Some(protocol);
         self.req.mode = mode_for(protocol);
         self.resolved = self.resolve(protocol, method, path);
         if end_of_stream {
-            self.req.end();
+            self.end_request(|| now_ns);
         }
+    }
+
+    /// The request stream ended (first time only): frames end, time noted.
+    fn end_request(&mut self, now: impl FnOnce() -> Option<u64>) {
+        if self.req.ended {
+            return;
+        }
+        self.req.end();
+        self.req_end_ns = now();
     }
 
     fn resolve(&self, protocol: Protocol, method: &[u8], path: &[u8]) -> Resolved {
@@ -342,18 +419,29 @@ impl Call {
     }
 
     /// A request body chunk of `size` bytes (as the host reports it).
+    /// `now` is only called when this ends the request (`end_of_stream`).
     pub fn on_request_body<S: BodySource>(
         &mut self,
         size: usize,
         end_of_stream: bool,
         src: &mut S,
+        now: impl FnOnce() -> Option<u64>,
     ) {
-        self.req.on_body(size, end_of_stream, src, self.window);
+        self.req.on_body(size, src, self.window);
+        if end_of_stream {
+            self.end_request(now);
+        }
     }
 
-    /// Request trailers arrived: the request stream ended.
-    pub fn on_request_trailers(&mut self) {
-        self.req.end();
+    /// Request trailers arrived: the request stream ended. `now` is only
+    /// called when the request had not ended already.
+    pub fn on_request_trailers(&mut self, now: impl FnOnce() -> Option<u64>) {
+        self.end_request(now);
+    }
+
+    /// True once the request ended (headers or body with end of stream, or trailers).
+    pub fn request_complete(&self) -> bool {
+        self.req.ended
     }
 
     /// Sums a response header or trailer map, takes `grpc-status` and
@@ -463,7 +551,7 @@ impl Call {
             self.resp.body_bytes += size as u64;
             return false;
         }
-        self.resp.on_body(size, false, src, self.window);
+        self.resp.on_body(size, src, self.window);
         self.absorb_trailer_frame();
         if end_of_stream {
             self.complete(now)
@@ -542,8 +630,16 @@ impl Call {
                 "",
             ),
         };
+        // Wall-clock deltas: a clock going backwards gives 0, not a wrap.
         let us = |from: Option<u64>, to: Option<u64>| match (from, to) {
             (Some(a), Some(b)) => Some(b.saturating_sub(a) / 1000),
+            _ => None,
+        };
+        let frames = match self.protocol {
+            Some(p) if p.is_grpc_family() => Some(Frames {
+                request: self.req.frames.stats(),
+                response: self.resp.frames.stats(),
+            }),
             _ => None,
         };
         Record {
@@ -553,23 +649,35 @@ impl Call {
             rpc_method,
             streaming,
             route,
+            grpc_status: self.grpc_status,
+            grpc_message: self.grpc_message.as_deref().unwrap_or(""),
             req_header_bytes: self.req_header_bytes,
             resp_header_bytes: self.resp_header_bytes,
             resp_trailer_bytes: self.resp_trailer_bytes,
             req_body_bytes: self.req.body_bytes,
             resp_body_bytes: self.resp.body_bytes,
-            req_messages: self.req.messages(),
-            resp_messages: self.resp.messages(),
-            grpc_status: self.grpc_status,
-            grpc_message: self.grpc_message.as_deref().unwrap_or(""),
+            frames,
             ttfb_us: us(self.start_ns, self.resp_headers_ns),
             duration_us: us(self.start_ns, self.end_ns.or(now_ns)),
+            request_duration_us: us(self.start_ns, self.req_end_ns),
             malformed: self.malformed || self.req.malformed() || self.resp.malformed(),
+            fields: self.options.fields,
+            sample_rate: self.options.sample_rate_json(),
         }
     }
 }
 
-/// The published per-call record (see README for field definitions).
+/// Frame statistics of both directions (gRPC family only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Frames {
+    /// The request body, as the client sent it (decoded for grpc-web-text).
+    pub request: FrameStats,
+    /// The response body, as the client receives it.
+    pub response: FrameStats,
+}
+
+/// The per-call record (see README for the definition of every key).
+/// Holds every value; [`Record::write_json`] applies `fields`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record<'a> {
     pub protocol: Option<Protocol>,
@@ -578,81 +686,134 @@ pub struct Record<'a> {
     pub rpc_method: &'a str,
     pub streaming: Option<Streaming>,
     pub route: &'a str,
+    pub grpc_status: Option<u32>,
+    pub grpc_message: &'a str,
     pub req_header_bytes: u64,
     pub resp_header_bytes: u64,
     pub resp_trailer_bytes: u64,
     pub req_body_bytes: u64,
     pub resp_body_bytes: u64,
-    pub req_messages: u64,
-    pub resp_messages: u64,
-    pub grpc_status: Option<u32>,
-    pub grpc_message: &'a str,
+    /// `None` outside the gRPC family.
+    pub frames: Option<Frames>,
     pub ttfb_us: Option<u64>,
     pub duration_us: Option<u64>,
+    pub request_duration_us: Option<u64>,
     pub malformed: bool,
-}
-
-fn fmt_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    &buf[i..]
+    /// Optional key groups to publish.
+    pub fields: Fields,
+    /// JSON text of the configured sample rate, when below 1.
+    pub sample_rate: Option<&'a str>,
 }
 
 impl Record<'_> {
-    /// Calls `f(key, value)` for every key of [`KEYS`], in order. Values are
-    /// UTF-8; integers in decimal; unknown values are empty. No allocation.
-    pub fn for_each(&self, mut f: impl FnMut(&'static str, &[u8])) {
-        let mut buf = [0u8; 20];
-        let mut num = |k: &'static str, n: u64, f: &mut dyn FnMut(&'static str, &[u8])| {
-            f(k, fmt_u64(n, &mut buf));
-        };
-        f(
-            KEYS[0],
+    /// Publishes the record: calls `set(name, value)` exactly three times,
+    /// in the order of [`PROPERTIES`] — the JSON object (built in `buf`,
+    /// which is cleared first and reused across calls, so publishing does
+    /// not allocate once `buf` has grown), the protocol, the operation
+    /// (empty when unknown).
+    pub fn for_each_property(&self, buf: &mut String, mut set: impl FnMut(&'static str, &[u8])) {
+        self.write_json(buf);
+        set(PROPERTY_RECORD, buf.as_bytes());
+        set(
+            PROPERTY_PROTOCOL,
             self.protocol.map_or("", Protocol::as_str).as_bytes(),
         );
-        f(KEYS[1], self.operation.as_bytes());
-        f(KEYS[2], self.rpc_service.as_bytes());
-        f(KEYS[3], self.rpc_method.as_bytes());
-        f(
-            KEYS[4],
-            self.streaming.map_or("", Streaming::as_str).as_bytes(),
-        );
-        f(KEYS[5], self.route.as_bytes());
-        num(KEYS[6], self.req_header_bytes, &mut f);
-        num(KEYS[7], self.resp_header_bytes, &mut f);
-        num(KEYS[8], self.resp_trailer_bytes, &mut f);
-        num(KEYS[9], self.req_body_bytes, &mut f);
-        num(KEYS[10], self.resp_body_bytes, &mut f);
-        num(KEYS[11], self.req_messages, &mut f);
-        num(KEYS[12], self.resp_messages, &mut f);
-        match self.grpc_status {
-            Some(s) => num(KEYS[13], s as u64, &mut f),
-            None => f(KEYS[13], b""),
-        }
-        f(KEYS[14], self.grpc_message.as_bytes());
-        match self.ttfb_us {
-            Some(t) => num(KEYS[15], t, &mut f),
-            None => f(KEYS[15], b""),
-        }
-        match self.duration_us {
-            Some(t) => num(KEYS[16], t, &mut f),
-            None => f(KEYS[16], b""),
-        }
-        f(KEYS[17], if self.malformed { b"1" } else { b"0" });
+        set(PROPERTY_OPERATION, self.operation.as_bytes());
     }
 
-    /// The record as (key, value) strings (tests, harnesses).
-    pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut v = Vec::with_capacity(KEYS.len());
-        self.for_each(|k, val| v.push((k, String::from_utf8_lossy(val).into_owned())));
-        v
+    /// The record as a compact JSON object (keys in [`KEYS`] order, unknown
+    /// values and disabled groups omitted), replacing the contents of `out`.
+    pub fn write_json(&self, out: &mut String) {
+        out.clear();
+        let mut w = ObjectWriter::new(out);
+        let text = |w: &mut ObjectWriter, k: &str, v: &str| {
+            if !v.is_empty() {
+                w.string(k, v);
+            }
+        };
+        if let Some(p) = self.protocol {
+            w.string(keys::PROTOCOL, p.as_str());
+        }
+        text(&mut w, keys::OPERATION, self.operation);
+        text(&mut w, keys::RPC_SERVICE, self.rpc_service);
+        text(&mut w, keys::RPC_METHOD, self.rpc_method);
+        if let Some(s) = self.streaming {
+            w.string(keys::STREAMING, s.as_str());
+        }
+        text(&mut w, keys::ROUTE, self.route);
+        if let Some(code) = self.grpc_status {
+            w.number(keys::GRPC_STATUS, code as u64);
+        }
+        if self.fields.contains(Fields::GRPC_MESSAGE) {
+            text(&mut w, keys::GRPC_MESSAGE, self.grpc_message);
+        }
+        w.number(keys::REQ_HEADER_SIZE, self.req_header_bytes);
+        w.number(keys::RESP_HEADER_SIZE, self.resp_header_bytes);
+        w.number(keys::RESP_TRAILER_SIZE, self.resp_trailer_bytes);
+        w.number(keys::REQ_BODY_SIZE, self.req_body_bytes);
+        w.number(keys::RESP_BODY_SIZE, self.resp_body_bytes);
+        if let Some(Frames { request, response }) = &self.frames {
+            w.number(keys::REQ_MESSAGES, request.messages);
+            w.number(keys::RESP_MESSAGES, response.messages);
+            if self.fields.contains(Fields::MESSAGE_SIZES) {
+                let sizes = [
+                    (
+                        request,
+                        [
+                            keys::REQ_MESSAGE_BYTES,
+                            keys::REQ_MESSAGE_MIN,
+                            keys::REQ_MESSAGE_MAX,
+                        ],
+                    ),
+                    (
+                        response,
+                        [
+                            keys::RESP_MESSAGE_BYTES,
+                            keys::RESP_MESSAGE_MIN,
+                            keys::RESP_MESSAGE_MAX,
+                        ],
+                    ),
+                ];
+                for (st, [bytes, min, max]) in sizes {
+                    w.number(bytes, st.message_bytes);
+                    if st.messages > 0 {
+                        w.number(min, st.message_min as u64);
+                        w.number(max, st.message_max as u64);
+                    }
+                }
+            }
+            if self.fields.contains(Fields::FRAMING) {
+                w.number(keys::REQ_FRAMING_BYTES, request.framing_bytes);
+                w.number(keys::RESP_FRAMING_BYTES, response.framing_bytes);
+            }
+            if self.fields.contains(Fields::COMPRESSION) {
+                w.number(keys::REQ_COMPRESSED, request.compressed_messages);
+                w.number(keys::RESP_COMPRESSED, response.compressed_messages);
+            }
+        }
+        if let Some(t) = self.ttfb_us {
+            w.number(keys::TTFB_US, t);
+        }
+        if let Some(t) = self.duration_us {
+            w.number(keys::DURATION_US, t);
+        }
+        if let Some(t) = self.request_duration_us {
+            if self.fields.contains(Fields::REQUEST_DURATION) {
+                w.number(keys::REQ_DURATION_US, t);
+            }
+        }
+        w.number(keys::MALFORMED, self.malformed as u64);
+        if let Some(rate) = self.sample_rate {
+            w.raw(keys::SAMPLE_RATE, rate);
+        }
+        w.finish();
+    }
+
+    /// The record as a new JSON string (tests, harnesses).
+    pub fn to_json(&self) -> String {
+        let mut s = String::with_capacity(512);
+        self.write_json(&mut s);
+        s
     }
 }
 
@@ -661,21 +822,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn u64_formatting() {
-        let mut b = [0u8; 20];
-        assert_eq!(fmt_u64(0, &mut b), b"0");
-        assert_eq!(fmt_u64(7, &mut b), b"7");
-        assert_eq!(fmt_u64(1234567890, &mut b), b"1234567890");
-        assert_eq!(fmt_u64(u64::MAX, &mut b), b"18446744073709551615");
+    fn keys_are_unique() {
+        let mut ks = KEYS.to_vec();
+        ks.sort_unstable();
+        ks.dedup();
+        assert_eq!(ks.len(), KEYS.len());
     }
 
     #[test]
-    fn keys_are_unique_and_complete() {
+    fn empty_call_record() {
         let call = Call::new(Rc::new(OpMap::empty()));
-        let pairs = call.record(None).to_pairs();
-        assert_eq!(pairs.len(), KEYS.len());
-        let mut ks: Vec<_> = pairs.iter().map(|p| p.0).collect();
-        ks.dedup();
-        assert_eq!(ks, KEYS);
+        assert_eq!(
+            call.record(None).to_json(),
+            r#"{"wirelens.request.header.size":0,"wirelens.response.header.size":0,"wirelens.response.trailer.size":0,"http.request.body.size":0,"http.response.body.size":0,"wirelens.malformed":0}"#
+        );
     }
 }

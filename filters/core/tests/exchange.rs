@@ -1,11 +1,13 @@
 //! Whole-call tests: a synthetic exchange per protocol, driven the way the
 //! wasm adapter drives the core, checking the complete published record.
 
+use serde_json::{json, Map, Value};
 use std::rc::Rc;
-use wirelens_core::frame::encode_frame;
+use wirelens_core::config::{Fields, Options};
+use wirelens_core::frame::{encode_frame, FrameStats};
 use wirelens_core::headers::{iter_serialized, serialize};
-use wirelens_core::record::{BodySource, SliceSource};
-use wirelens_core::{Call, OpMap, Protocol, Streaming, KEYS};
+use wirelens_core::record::{keys, BodySource, SliceSource};
+use wirelens_core::{Call, OpMap, Protocol, Streaming, KEYS, PROPERTIES};
 
 const CONFIG: &str = r#"{
   "operations": [
@@ -41,19 +43,32 @@ struct Exchange<'a> {
     window: usize,
 }
 
+/// Clock of every exchange: request headers at 1 ms, request end (last body
+/// chunk) at 2 ms, response headers at 3.5 ms, response end at 9 ms.
 impl<'a> Exchange<'a> {
     fn run(&self, map: Rc<OpMap>) -> Call {
-        let mut call = Call::new(map).with_read_window(self.window);
+        self.run_with(map, Options::default())
+    }
+
+    fn run_with(&self, map: Rc<OpMap>, options: Options) -> Call {
+        let mut call = Call::new(map)
+            .with_read_window(self.window)
+            .with_options(options);
         let req_buf = serialize(self.req_headers);
         let req_eos = self.req_chunks.is_empty();
         call.on_request_headers(iter_serialized(&req_buf), req_eos, Some(1_000_000));
         let n = self.req_chunks.len();
         for (i, c) in self.req_chunks.iter().enumerate() {
             let mut src = SliceSource::new(c);
+            let last = i + 1 == n;
+            let now = move || {
+                assert!(last, "clock read for a request chunk that does not end it");
+                Some(2_000_000)
+            };
             if call.wants_request_body() {
-                call.on_request_body(c.len(), i + 1 == n, &mut src);
+                call.on_request_body(c.len(), last, &mut src, now);
             } else {
-                call.on_request_body(c.len(), i + 1 == n, &mut NoRead);
+                call.on_request_body(c.len(), last, &mut NoRead, now);
             }
         }
         let resp_buf = serialize(self.resp_headers);
@@ -79,6 +94,7 @@ impl<'a> Exchange<'a> {
         assert!(call.response_complete());
         assert!(call.claim_publish());
         assert!(!call.claim_publish());
+        assert!(call.request_complete());
         call
     }
 }
@@ -114,20 +130,68 @@ fn b64(data: &[u8]) -> String {
     s
 }
 
-fn record_map(call: &Call) -> Vec<(&'static str, String)> {
-    call.record(None).to_pairs()
+fn record_json(call: &Call) -> String {
+    call.record(None).to_json()
 }
 
-fn expect(call: &Call, want: &[(&str, &str)]) {
-    let got = record_map(call);
-    assert_eq!(got.len(), KEYS.len());
+/// The record parsed back; checks it is an object whose keys follow [`KEYS`] order.
+fn record_obj(call: &Call) -> Map<String, Value> {
+    let text = record_json(call);
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let Value::Object(m) = v else {
+        panic!("not an object: {text}")
+    };
+    for k in m.keys() {
+        assert!(KEYS.contains(&k.as_str()), "unknown key {k} in {text}");
+    }
+    // serde_json's Map is sorted (no preserve_order): check order on the text.
+    let mut at = 0;
+    for k in KEYS {
+        if let Some(i) = text.find(&format!("\"{k}\":")) {
+            assert!(i >= at, "{k} out of order in {text}");
+            at = i;
+        }
+    }
+    m
+}
+
+/// Checks the listed keys (full names); `Value::Null` means "absent".
+fn expect(call: &Call, want: &[(&str, Value)]) {
+    let got = record_obj(call);
     for (k, v) in want {
-        let key = format!("wirelens.{k}");
-        let g = got
-            .iter()
-            .find(|(gk, _)| *gk == key)
-            .unwrap_or_else(|| panic!("no key {key}"));
-        assert_eq!(g.1, *v, "{key}");
+        assert!(KEYS.contains(k), "test uses unknown key {k}");
+        match (got.get(*k), v) {
+            (None, Value::Null) => {}
+            (Some(g), _) => assert_eq!(g, v, "{k} in {}", record_json(call)),
+            (None, _) => panic!("no key {k} in {}", record_json(call)),
+        }
+    }
+}
+
+/// Keys of the gRPC-family-only groups.
+const GRPC_ONLY: [&str; 12] = [
+    keys::REQ_MESSAGES,
+    keys::RESP_MESSAGES,
+    keys::REQ_MESSAGE_BYTES,
+    keys::REQ_MESSAGE_MIN,
+    keys::REQ_MESSAGE_MAX,
+    keys::RESP_MESSAGE_BYTES,
+    keys::RESP_MESSAGE_MIN,
+    keys::RESP_MESSAGE_MAX,
+    keys::REQ_FRAMING_BYTES,
+    keys::RESP_FRAMING_BYTES,
+    keys::REQ_COMPRESSED,
+    keys::RESP_COMPRESSED,
+];
+
+fn absent(call: &Call, ks: &[&str]) {
+    let got = record_obj(call);
+    for k in ks {
+        assert!(
+            !got.contains_key(*k),
+            "{k} present in {}",
+            record_json(call)
+        );
     }
 }
 
@@ -140,92 +204,501 @@ const GRPC_REQ: &[(&str, &str)] = &[
     ("te", "trailers"),
 ];
 
+// ---------------------------------------------------------------- goldens
+
+const REST_REQ: &[(&str, &str)] = &[
+    (":method", "GET"),
+    (":path", "/v1/products/42?fields=name"),
+    (":authority", "localhost"),
+    ("accept", "application/json"),
+];
+const REST_RESP: &[(&str, &str)] = &[
+    (":status", "200"),
+    ("content-type", "application/json"),
+    ("content-length", "25"),
+];
+
 #[test]
-fn grpc_unary() {
-    let req_body = encode_frame(0, b"\x0a\x05world");
+fn golden_rest() {
+    // Bodies look like gRPC frames on purpose: REST bodies are never parsed.
+    let body = encode_frame(0, b"{\"id\":42,\"name\":\"x\"}");
+    let call = Exchange {
+        req_headers: REST_REQ,
+        req_chunks: vec![],
+        resp_headers: REST_RESP,
+        resp_chunks: vec![body[..10].to_vec(), body[10..].to_vec()],
+        resp_trailers: None,
+        window: 1024,
+    }
+    .run(map());
+    assert_eq!(
+        record_json(&call),
+        r#"{"wirelens.protocol":"rest","wirelens.operation":"catalog.GetProduct","rpc.service":"wirelens.v1.Catalog","rpc.method":"GetProduct","wirelens.streaming":"unary","http.route":"/v1/products/{id}","wirelens.request.header.size":83,"wirelens.response.header.size":54,"wirelens.response.trailer.size":0,"http.request.body.size":0,"http.response.body.size":25,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":8000,"wirelens.request.duration_us":0,"wirelens.malformed":0}"#
+    );
+    expect(
+        &call,
+        &[
+            (keys::REQ_HEADER_SIZE, json!(hbytes(REST_REQ))),
+            (keys::RESP_HEADER_SIZE, json!(hbytes(REST_RESP))),
+            (keys::RESP_BODY_SIZE, json!(body.len())),
+        ],
+    );
+    absent(&call, &GRPC_ONLY);
+    let r = call.record(None);
+    assert_eq!(r.protocol, Some(Protocol::Rest));
+    assert_eq!(r.streaming, Some(Streaming::Unary));
+    assert_eq!(r.frames, None);
+}
+
+const PROTO_REQ: &[(&str, &str)] = &[
+    (":method", "POST"),
+    (":path", "/v1/hello"),
+    ("content-type", "application/x-protobuf"),
+];
+const PROTO_RESP: &[(&str, &str)] = &[
+    (":status", "200"),
+    ("content-type", "application/x-protobuf"),
+];
+
+#[test]
+fn golden_rest_proto() {
+    let call = Exchange {
+        req_headers: PROTO_REQ,
+        req_chunks: vec![b"\x0a\x05world".to_vec()],
+        resp_headers: PROTO_RESP,
+        resp_chunks: vec![b"\x0a\x0bhello world".to_vec()],
+        resp_trailers: None,
+        window: 1024,
+    }
+    .run(map());
+    assert_eq!(
+        record_json(&call),
+        r#"{"wirelens.protocol":"rest-proto","wirelens.operation":"hello.SayHello","rpc.service":"wirelens.v1.Hello","rpc.method":"SayHello","wirelens.streaming":"unary","http.route":"/v1/hello","wirelens.request.header.size":59,"wirelens.response.header.size":44,"wirelens.response.trailer.size":0,"http.request.body.size":7,"http.response.body.size":13,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":8000,"wirelens.request.duration_us":1000,"wirelens.malformed":0}"#
+    );
+    expect(
+        &call,
+        &[
+            (keys::REQ_HEADER_SIZE, json!(hbytes(PROTO_REQ))),
+            (keys::RESP_HEADER_SIZE, json!(hbytes(PROTO_RESP))),
+        ],
+    );
+    // rest_transcoded only changes `rest`.
+    let call = Exchange {
+        req_headers: PROTO_REQ,
+        req_chunks: vec![b"\x0a\x05world".to_vec()],
+        resp_headers: PROTO_RESP,
+        resp_chunks: vec![],
+        resp_trailers: None,
+        window: 1024,
+    }
+    .run_with(map(), Options::default().with_rest_transcoded(true));
+    expect(&call, &[(keys::PROTOCOL, json!("rest-proto"))]);
+}
+
+#[test]
+fn golden_rest_transcoded() {
+    let req: Pairs = &[
+        (":method", "POST"),
+        (":path", "/v1/hello"),
+        ("content-type", "application/json"),
+    ];
+    let resp: Pairs = &[(":status", "200"), ("content-type", "application/json")];
+    let options = Options::default()
+        .with_rest_transcoded(true)
+        .with_sample_rate(0.25);
+    let call = Exchange {
+        req_headers: req,
+        req_chunks: vec![br#"{"name":"world"}"#.to_vec()],
+        resp_headers: resp,
+        resp_chunks: vec![br#"{"message":"hello world"}"#.to_vec()],
+        resp_trailers: None,
+        window: 1024,
+    }
+    .run_with(map(), options);
+    assert_eq!(
+        record_json(&call),
+        r#"{"wirelens.protocol":"rest-transcoded","wirelens.operation":"hello.SayHello","rpc.service":"wirelens.v1.Hello","rpc.method":"SayHello","wirelens.streaming":"unary","http.route":"/v1/hello","wirelens.request.header.size":53,"wirelens.response.header.size":38,"wirelens.response.trailer.size":0,"http.request.body.size":16,"http.response.body.size":25,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":8000,"wirelens.request.duration_us":1000,"wirelens.malformed":0,"wirelens.sample_rate":0.25}"#
+    );
+    assert_eq!(call.protocol(), Some(Protocol::RestTranscoded));
+    absent(&call, &GRPC_ONLY);
+    // Unmatched: protocol only.
+    let call = Exchange {
+        req_headers: &[(":method", "GET"), (":path", "/healthz")],
+        req_chunks: vec![],
+        resp_headers: &[(":status", "404")],
+        resp_chunks: vec![],
+        resp_trailers: None,
+        window: 1024,
+    }
+    .run_with(map(), Options::default().with_rest_transcoded(true));
+    assert_eq!(
+        record_json(&call),
+        r#"{"wirelens.protocol":"rest-transcoded","wirelens.request.header.size":23,"wirelens.response.header.size":10,"wirelens.response.trailer.size":0,"http.request.body.size":0,"http.response.body.size":0,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":2500,"wirelens.request.duration_us":0,"wirelens.malformed":0}"#
+    );
+}
+
+/// Request: a plain message, a compressed one and a zero-length one, split
+/// over two chunks (the split falls inside the second prefix).
+fn grpc_request_body() -> Vec<u8> {
+    let mut b = encode_frame(0, b"\x0a\x05world");
+    b.extend(encode_frame(1, b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"));
+    b.extend(encode_frame(0, b""));
+    b
+}
+
+#[test]
+fn golden_grpc() {
+    let req_body = grpc_request_body();
     let resp_body = encode_frame(0, b"\x0a\x0bhello world");
     let resp_headers: Pairs = &[(":status", "200"), ("content-type", "application/grpc")];
     let trailers: Pairs = &[("grpc-status", "0"), ("grpc-message", "all%20good")];
     let call = Exchange {
         req_headers: GRPC_REQ,
-        req_chunks: vec![req_body.clone()],
+        req_chunks: vec![req_body[..14].to_vec(), req_body[14..].to_vec()],
         resp_headers,
         resp_chunks: vec![resp_body.clone()],
         resp_trailers: Some(trailers),
         window: 16 * 1024,
     }
     .run(map());
-    let r = call.record(None);
-    assert_eq!(r.protocol, Some(Protocol::Grpc));
-    assert_eq!(r.streaming, Some(Streaming::Unary));
+    assert_eq!(
+        record_json(&call),
+        r#"{"wirelens.protocol":"grpc","wirelens.operation":"hello.SayHello","rpc.service":"wirelens.v1.Hello","rpc.method":"SayHello","wirelens.streaming":"unary","rpc.grpc.status_code":0,"wirelens.grpc.message":"all good","wirelens.request.header.size":116,"wirelens.response.header.size":38,"wirelens.response.trailer.size":34,"http.request.body.size":32,"http.response.body.size":18,"wirelens.request.messages":3,"wirelens.response.messages":1,"wirelens.request.message.bytes":17,"wirelens.request.message.min":0,"wirelens.request.message.max":10,"wirelens.response.message.bytes":13,"wirelens.response.message.min":13,"wirelens.response.message.max":13,"wirelens.request.framing.bytes":15,"wirelens.response.framing.bytes":5,"wirelens.request.compressed_messages":1,"wirelens.response.compressed_messages":0,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":8000,"wirelens.request.duration_us":1000,"wirelens.malformed":0}"#
+    );
     expect(
         &call,
         &[
-            ("protocol", "grpc"),
-            ("operation", "hello.SayHello"),
-            ("rpc_service", "wirelens.v1.Hello"),
-            ("rpc_method", "SayHello"),
-            ("streaming", "unary"),
-            ("route", ""),
-            ("req_header_bytes", &hbytes(GRPC_REQ).to_string()),
-            ("resp_header_bytes", &hbytes(resp_headers).to_string()),
-            ("resp_trailer_bytes", &hbytes(trailers).to_string()),
-            ("req_body_bytes", &req_body.len().to_string()),
-            ("resp_body_bytes", &resp_body.len().to_string()),
-            ("req_messages", "1"),
-            ("resp_messages", "1"),
-            ("grpc_status", "0"),
-            ("grpc_message", "all good"),
-            ("ttfb_us", "2500"),
-            ("duration_us", "8000"),
-            ("malformed", "0"),
+            (keys::REQ_HEADER_SIZE, json!(hbytes(GRPC_REQ))),
+            (keys::RESP_HEADER_SIZE, json!(hbytes(resp_headers))),
+            (keys::RESP_TRAILER_SIZE, json!(hbytes(trailers))),
+            (keys::REQ_BODY_SIZE, json!(req_body.len())),
+            (keys::RESP_BODY_SIZE, json!(resp_body.len())),
+        ],
+    );
+    // Complete frames: body = payload + framing.
+    let f = call.record(None).frames.unwrap();
+    assert_eq!(
+        f.request.message_bytes + f.request.framing_bytes,
+        req_body.len() as u64
+    );
+    assert_eq!(
+        f.response.message_bytes + f.response.framing_bytes,
+        resp_body.len() as u64
+    );
+}
+
+const WEB_REQ: &[(&str, &str)] = &[
+    (":method", "POST"),
+    (":path", "/wirelens.v1.Catalog/GetProduct"),
+    (":authority", "localhost"),
+    ("content-type", "application/grpc-web+proto"),
+    ("x-grpc-web", "1"),
+    ("accept", "application/grpc-web+proto"),
+];
+const WEB_RESP: &[(&str, &str)] = &[
+    (":status", "200"),
+    ("content-type", "application/grpc-web+proto"),
+];
+const WEB_TRAILER: &[u8] = b"grpc-status:5\r\ngrpc-message:product%2042%20not%20found\r\n";
+
+#[test]
+fn golden_grpc_web() {
+    let req_body = encode_frame(0, b"\x08\x2a");
+    let mut resp_body = encode_frame(0, b"\x0a\x03abc");
+    let trailer = encode_frame(0x80, WEB_TRAILER);
+    resp_body.extend_from_slice(&trailer);
+    // Envoy's grpc_web filter hands the trailer frame as its own chunk,
+    // followed by an empty trailer map.
+    let msg_len = resp_body.len() - trailer.len();
+    let call = Exchange {
+        req_headers: WEB_REQ,
+        req_chunks: vec![req_body.clone()],
+        resp_headers: WEB_RESP,
+        resp_chunks: vec![resp_body[..msg_len].to_vec(), trailer.clone()],
+        resp_trailers: Some(&[]),
+        window: 16 * 1024,
+    }
+    .run(map());
+    assert_eq!(
+        record_json(&call),
+        r#"{"wirelens.protocol":"grpc-web","wirelens.operation":"catalog.GetProduct","rpc.service":"wirelens.v1.Catalog","rpc.method":"GetProduct","wirelens.streaming":"unary","rpc.grpc.status_code":5,"wirelens.grpc.message":"product 42 not found","wirelens.request.header.size":147,"wirelens.response.header.size":48,"wirelens.response.trailer.size":0,"http.request.body.size":7,"http.response.body.size":71,"wirelens.request.messages":1,"wirelens.response.messages":1,"wirelens.request.message.bytes":2,"wirelens.request.message.min":2,"wirelens.request.message.max":2,"wirelens.response.message.bytes":5,"wirelens.response.message.min":5,"wirelens.response.message.max":5,"wirelens.request.framing.bytes":5,"wirelens.response.framing.bytes":66,"wirelens.request.compressed_messages":0,"wirelens.response.compressed_messages":0,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":8000,"wirelens.request.duration_us":1000,"wirelens.malformed":0}"#
+    );
+    expect(
+        &call,
+        &[
+            (keys::REQ_HEADER_SIZE, json!(hbytes(WEB_REQ))),
+            (keys::RESP_HEADER_SIZE, json!(hbytes(WEB_RESP))),
+            (keys::RESP_BODY_SIZE, json!(resp_body.len())),
+            // 5 (data prefix) + the whole trailer frame.
+            (keys::RESP_FRAMING_BYTES, json!(5 + trailer.len())),
+        ],
+    );
+}
+
+const TEXT_REQ: &[(&str, &str)] = &[
+    (":method", "POST"),
+    (":path", "/wirelens.v1.Hello/SayHello"),
+    ("content-type", "application/grpc-web-text"),
+    ("accept", "application/grpc-web-text"),
+];
+const TEXT_RESP: &[(&str, &str)] = &[
+    (":status", "200"),
+    ("content-type", "application/grpc-web-text+proto"),
+];
+
+fn text_body(frames: &[Vec<u8>]) -> String {
+    // Each frame base64-encoded (and padded) on its own, with line breaks.
+    let mut s = String::new();
+    for f in frames {
+        s.push_str(&b64(f));
+        s.push_str("\r\n");
+    }
+    s
+}
+
+fn text_exchange() -> (Vec<u8>, Vec<u8>) {
+    let req = text_body(&[encode_frame(0, b"\x0a\x05world")]);
+    let resp = text_body(&[
+        encode_frame(0, b"\x0a\x0bhello world"),
+        encode_frame(0, b""),
+        encode_frame(1, b"abcd"),
+        encode_frame(0x80, b"grpc-status:0\r\ngrpc-message:caf%C3%A9\r\n"),
+    ]);
+    (req.into_bytes(), resp.into_bytes())
+}
+
+const TEXT_GOLDEN: &str = r#"{"wirelens.protocol":"grpc-web-text","wirelens.operation":"hello.SayHello","rpc.service":"wirelens.v1.Hello","rpc.method":"SayHello","wirelens.streaming":"unary","rpc.grpc.status_code":0,"wirelens.grpc.message":"café","wirelens.request.header.size":111,"wirelens.response.header.size":53,"wirelens.response.trailer.size":0,"http.request.body.size":18,"http.response.body.size":112,"wirelens.request.messages":1,"wirelens.response.messages":3,"wirelens.request.message.bytes":7,"wirelens.request.message.min":7,"wirelens.request.message.max":7,"wirelens.response.message.bytes":17,"wirelens.response.message.min":0,"wirelens.response.message.max":13,"wirelens.request.framing.bytes":5,"wirelens.response.framing.bytes":59,"wirelens.request.compressed_messages":0,"wirelens.response.compressed_messages":1,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":8000,"wirelens.request.duration_us":1000,"wirelens.malformed":0}"#;
+
+#[test]
+fn golden_grpc_web_text() {
+    let (req, resp) = text_exchange();
+    let call = Exchange {
+        req_headers: TEXT_REQ,
+        req_chunks: vec![req.clone()],
+        resp_headers: TEXT_RESP,
+        resp_chunks: vec![resp.clone()],
+        resp_trailers: None,
+        window: 16 * 1024,
+    }
+    .run(map());
+    assert_eq!(record_json(&call), TEXT_GOLDEN);
+    // Framing on the decoded bytes: 3 data prefixes + the 5+39-byte trailer frame.
+    expect(
+        &call,
+        &[
+            (keys::REQ_HEADER_SIZE, json!(hbytes(TEXT_REQ))),
+            (keys::RESP_HEADER_SIZE, json!(hbytes(TEXT_RESP))),
+            (keys::REQ_BODY_SIZE, json!(req.len())),
+            (keys::RESP_BODY_SIZE, json!(resp.len())),
+            (keys::RESP_FRAMING_BYTES, json!(3 * 5 + 5 + 39)),
+        ],
+    );
+}
+
+// ------------------------------------------------------ publishing contract
+
+#[test]
+fn exactly_three_properties() {
+    let call = Exchange {
+        req_headers: GRPC_REQ,
+        req_chunks: vec![],
+        resp_headers: &[(":status", "200"), ("content-type", "application/grpc")],
+        resp_chunks: vec![],
+        resp_trailers: Some(&[("grpc-status", "0")]),
+        window: 1024,
+    }
+    .run(map());
+    let mut buf = String::from("stale contents");
+    let mut calls: Vec<(&str, String)> = Vec::new();
+    call.record(None).for_each_property(&mut buf, |k, v| {
+        calls.push((k, String::from_utf8(v.to_vec()).unwrap()))
+    });
+    assert_eq!(calls.len(), 3);
+    assert_eq!(
+        calls.iter().map(|c| c.0).collect::<Vec<_>>(),
+        PROPERTIES.to_vec()
+    );
+    assert_eq!(calls[0].1, record_json(&call));
+    assert_eq!(buf, calls[0].1);
+    assert_eq!(calls[1].1, "grpc");
+    assert_eq!(calls[2].1, "hello.SayHello");
+    // Reusing the buffer does not reallocate.
+    let cap = buf.capacity();
+    let ptr = buf.as_ptr();
+    for _ in 0..10 {
+        call.record(None).for_each_property(&mut buf, |_, _| {});
+    }
+    assert_eq!((buf.capacity(), buf.as_ptr()), (cap, ptr));
+
+    // Unknown operation: empty operation property, key omitted from the record.
+    let call = Exchange {
+        req_headers: &[(":method", "GET"), (":path", "/healthz")],
+        req_chunks: vec![],
+        resp_headers: &[(":status", "404")],
+        resp_chunks: vec![],
+        resp_trailers: None,
+        window: 1024,
+    }
+    .run(map());
+    let mut calls: Vec<(&str, Vec<u8>)> = Vec::new();
+    call.record(None)
+        .for_each_property(&mut buf, |k, v| calls.push((k, v.to_vec())));
+    assert_eq!(calls[1], (PROPERTIES[1], b"rest".to_vec()));
+    assert_eq!(calls[2], (PROPERTIES[2], Vec::new()));
+    absent(
+        &call,
+        &[
+            keys::OPERATION,
+            keys::RPC_SERVICE,
+            keys::RPC_METHOD,
+            keys::STREAMING,
+            keys::ROUTE,
+            keys::GRPC_STATUS,
+            keys::GRPC_MESSAGE,
         ],
     );
 }
 
 #[test]
-fn grpc_unknown_method_trailers_only() {
-    let req: Pairs = &[
-        (":method", "POST"),
-        (":path", "/acme.inventory.v2.StockService/Reserve"),
-        ("content-type", "application/grpc+proto"),
-    ];
+fn nasty_grpc_message_is_escaped() {
+    // Raw quote and backslash, percent-encoded quote, newline, NUL, an
+    // invalid UTF-8 byte, a valid multi-byte character and a broken escape.
+    let raw = "say \"hi\"\\ %22q%22%0Anext%00%FF caf%C3%A9 100%";
     let resp: Pairs = &[
         (":status", "200"),
         ("content-type", "application/grpc"),
-        ("grpc-status", "12"),
-        ("grpc-message", "unknown%20service"),
+        ("grpc-status", "13"),
+        ("grpc-message", raw),
     ];
     let call = Exchange {
-        req_headers: req,
-        req_chunks: vec![encode_frame(0, b"")],
+        req_headers: GRPC_REQ,
+        req_chunks: vec![],
         resp_headers: resp,
         resp_chunks: vec![],
         resp_trailers: None,
-        window: 16 * 1024,
+        window: 1024,
     }
     .run(map());
-    expect(
-        &call,
-        &[
-            ("protocol", "grpc"),
-            ("operation", "stockService.Reserve"),
-            ("rpc_service", "acme.inventory.v2.StockService"),
-            ("rpc_method", "Reserve"),
-            ("streaming", ""),
-            ("req_body_bytes", "5"),
-            ("req_messages", "1"),
-            ("resp_messages", "0"),
-            ("resp_trailer_bytes", "0"),
-            ("resp_body_bytes", "0"),
-            ("grpc_status", "12"),
-            ("grpc_message", "unknown service"),
-            ("ttfb_us", "2500"),
-            ("duration_us", "2500"),
-            ("malformed", "0"),
+    let text = record_json(&call);
+    assert!(
+        text.contains(r#""rpc.grpc.status_code":13,"wirelens.grpc.message":"say \"hi\"\\ \"q\"\u000anext\u0000� café 100%","#),
+        "{text}"
+    );
+    let obj = record_obj(&call);
+    assert_eq!(
+        obj[keys::GRPC_MESSAGE],
+        json!("say \"hi\"\\ \"q\"\nnext\u{0}\u{FFFD} café 100%")
+    );
+    // The same message in a gRPC-Web trailer frame.
+    let mut block = b"grpc-status:13\r\ngrpc-message:".to_vec();
+    block.extend_from_slice(raw.as_bytes());
+    block.extend_from_slice(b"\x01\r\n");
+    let call = Exchange {
+        req_headers: &[
+            (":method", "POST"),
+            (":path", "/wirelens.v1.Hello/SayHello"),
+            ("content-type", "application/grpc-web"),
         ],
+        req_chunks: vec![],
+        resp_headers: &[(":status", "200"), ("content-type", "application/grpc-web")],
+        resp_chunks: vec![encode_frame(0x80, &block)],
+        resp_trailers: None,
+        window: 1024,
+    }
+    .run(map());
+    assert_eq!(
+        record_obj(&call)[keys::GRPC_MESSAGE],
+        json!("say \"hi\"\\ \"q\"\nnext\u{0}\u{FFFD} café 100%\u{1}")
     );
 }
+
+#[test]
+fn optional_fields_remove_each_group() {
+    let (req, resp) = text_exchange();
+    let run = |fields: Fields| {
+        Exchange {
+            req_headers: TEXT_REQ,
+            req_chunks: vec![req.clone()],
+            resp_headers: TEXT_RESP,
+            resp_chunks: vec![resp.clone()],
+            resp_trailers: None,
+            window: 16 * 1024,
+        }
+        .run_with(map(), Options::default().with_fields(fields))
+    };
+    let groups: [(Fields, &[&str]); 5] = [
+        (
+            Fields::MESSAGE_SIZES,
+            &[
+                keys::REQ_MESSAGE_BYTES,
+                keys::REQ_MESSAGE_MIN,
+                keys::REQ_MESSAGE_MAX,
+                keys::RESP_MESSAGE_BYTES,
+                keys::RESP_MESSAGE_MIN,
+                keys::RESP_MESSAGE_MAX,
+            ],
+        ),
+        (
+            Fields::FRAMING,
+            &[keys::REQ_FRAMING_BYTES, keys::RESP_FRAMING_BYTES],
+        ),
+        (
+            Fields::COMPRESSION,
+            &[keys::REQ_COMPRESSED, keys::RESP_COMPRESSED],
+        ),
+        (Fields::REQUEST_DURATION, &[keys::REQ_DURATION_US]),
+        (Fields::GRPC_MESSAGE, &[keys::GRPC_MESSAGE]),
+    ];
+    let full = record_obj(&run(Fields::ALL));
+    assert_eq!(record_json(&run(Fields::ALL)), TEXT_GOLDEN);
+    for (g, ks) in groups {
+        for k in ks {
+            assert!(full.contains_key(*k), "{k}");
+        }
+        // Without the group: exactly its keys disappear.
+        let got = record_obj(&run(Fields::ALL.without(g)));
+        let mut want = full.clone();
+        for k in ks {
+            want.remove(*k);
+        }
+        assert_eq!(got, want, "{g:?}");
+        // Only the group: the group's keys plus the fixed ones.
+        let got = record_obj(&run(g));
+        for k in full.keys() {
+            let in_group = ks.contains(&k.as_str());
+            let optional = groups.iter().any(|(_, gk)| gk.contains(&k.as_str()));
+            assert_eq!(got.contains_key(k), in_group || !optional, "{g:?} {k}");
+        }
+    }
+    let none = record_json(&run(Fields::NONE));
+    assert_eq!(
+        none,
+        r#"{"wirelens.protocol":"grpc-web-text","wirelens.operation":"hello.SayHello","rpc.service":"wirelens.v1.Hello","rpc.method":"SayHello","wirelens.streaming":"unary","rpc.grpc.status_code":0,"wirelens.request.header.size":111,"wirelens.response.header.size":53,"wirelens.response.trailer.size":0,"http.request.body.size":18,"http.response.body.size":112,"wirelens.request.messages":1,"wirelens.response.messages":3,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":8000,"wirelens.malformed":0}"#
+    );
+}
+
+#[test]
+fn sample_rate_key() {
+    let run = |rate: f64| {
+        Exchange {
+            req_headers: GRPC_REQ,
+            req_chunks: vec![],
+            resp_headers: &[(":status", "200")],
+            resp_chunks: vec![],
+            resp_trailers: None,
+            window: 1024,
+        }
+        .run_with(map(), Options::default().with_sample_rate(rate))
+    };
+    expect(&run(1.0), &[(keys::SAMPLE_RATE, Value::Null)]);
+    expect(&run(0.25), &[(keys::SAMPLE_RATE, json!(0.25))]);
+    expect(&run(0.001), &[(keys::SAMPLE_RATE, json!(0.001))]);
+    assert!(
+        record_json(&run(0.5)).ends_with(r#","wirelens.malformed":0,"wirelens.sample_rate":0.5}"#)
+    );
+}
+
+// ------------------------------------------------------ chunking invariance
 
 fn bidi_stream() -> (Vec<u8>, Vec<u8>) {
     let mut req = Vec::new();
@@ -258,19 +731,30 @@ fn grpc_stream_split_everywhere_with_small_windows() {
         window: 1 << 20,
     }
     .run(map());
+    let req_payload: u64 = (0..20u64).map(|i| i * 37).sum();
     expect(
         &reference,
         &[
-            ("operation", "catalog.Watch"),
-            ("streaming", "bidi"),
-            ("req_messages", "20"),
-            ("resp_messages", "3"),
-            ("req_body_bytes", &req.len().to_string()),
-            ("resp_body_bytes", &resp.len().to_string()),
-            ("malformed", "0"),
+            (keys::OPERATION, json!("catalog.Watch")),
+            (keys::STREAMING, json!("bidi")),
+            (keys::REQ_MESSAGES, json!(20)),
+            (keys::RESP_MESSAGES, json!(3)),
+            (keys::REQ_BODY_SIZE, json!(req.len())),
+            (keys::RESP_BODY_SIZE, json!(resp.len())),
+            (keys::REQ_MESSAGE_BYTES, json!(req_payload)),
+            (keys::REQ_MESSAGE_MIN, json!(0)),
+            (keys::REQ_MESSAGE_MAX, json!(19 * 37)),
+            (keys::RESP_MESSAGE_BYTES, json!(70_002)),
+            (keys::RESP_MESSAGE_MIN, json!(0)),
+            (keys::RESP_MESSAGE_MAX, json!(70_000)),
+            (keys::REQ_FRAMING_BYTES, json!(100)),
+            (keys::RESP_FRAMING_BYTES, json!(15)),
+            (keys::REQ_COMPRESSED, json!(10)),
+            (keys::RESP_COMPRESSED, json!(1)),
+            (keys::MALFORMED, json!(0)),
         ],
     );
-    let want = record_map(&reference);
+    let want = record_json(&reference);
     for window in [1usize, 3, 7, 4096] {
         for i in (0..=req.len()).step_by(if window < 7 { 17 } else { 1 }) {
             let call = Exchange {
@@ -285,9 +769,318 @@ fn grpc_stream_split_everywhere_with_small_windows() {
                 window,
             }
             .run(map());
-            assert_eq!(record_map(&call), want, "window {window} split {i}");
+            assert_eq!(record_json(&call), want, "window {window} split {i}");
         }
     }
+    // Three-way splits of the request, one byte at a time for the response.
+    for i in (0..=req.len()).step_by(97) {
+        for j in (i..=req.len()).step_by(89) {
+            let call = Exchange {
+                req_headers,
+                req_chunks: vec![req[..i].to_vec(), req[i..j].to_vec(), req[j..].to_vec()],
+                resp_headers,
+                resp_chunks: vec![resp.clone()],
+                resp_trailers: Some(trailers),
+                window: 64,
+            }
+            .run(map());
+            assert_eq!(record_json(&call), want, "split {i} {j}");
+        }
+    }
+    let small: Vec<u8> = resp[..5].iter().chain(&resp[70_010..]).copied().collect();
+    let one_byte = |w| {
+        Exchange {
+            req_headers,
+            req_chunks: req.chunks(1).map(<[u8]>::to_vec).collect(),
+            resp_headers,
+            resp_chunks: small.chunks(1).map(<[u8]>::to_vec).collect(),
+            resp_trailers: Some(trailers),
+            window: w,
+        }
+        .run(map())
+    };
+    let a = record_obj(&one_byte(1));
+    let b = record_obj(&one_byte(4096));
+    assert_eq!(a, b);
+    assert_eq!(a[keys::REQ_MESSAGE_BYTES], json!(req_payload));
+    assert_eq!(a[keys::REQ_FRAMING_BYTES], json!(100));
+    assert_eq!(a[keys::RESP_MESSAGE_MAX], json!(2));
+}
+
+#[test]
+fn grpc_golden_is_chunking_invariant() {
+    let req_body = grpc_request_body();
+    let resp_body = encode_frame(0, b"\x0a\x0bhello world");
+    let resp_headers: Pairs = &[(":status", "200"), ("content-type", "application/grpc")];
+    let trailers: Pairs = &[("grpc-status", "0"), ("grpc-message", "all%20good")];
+    let run = |rq: Vec<Vec<u8>>, rs: Vec<Vec<u8>>, window| {
+        record_json(
+            &Exchange {
+                req_headers: GRPC_REQ,
+                req_chunks: rq,
+                resp_headers,
+                resp_chunks: rs,
+                resp_trailers: Some(trailers),
+                window,
+            }
+            .run(map()),
+        )
+    };
+    let want = run(vec![req_body.clone()], vec![resp_body.clone()], 16 * 1024);
+    for i in 0..=req_body.len() {
+        for j in i..=req_body.len() {
+            let k = j.min(resp_body.len());
+            for window in [1, 4, 16 * 1024] {
+                let got = run(
+                    vec![
+                        req_body[..i].to_vec(),
+                        req_body[i..j].to_vec(),
+                        req_body[j..].to_vec(),
+                    ],
+                    vec![resp_body[..k].to_vec(), resp_body[k..].to_vec()],
+                    window,
+                );
+                assert_eq!(got, want, "{i} {j} window {window}");
+            }
+        }
+    }
+}
+
+#[test]
+fn grpc_web_trailer_frame_with_eos_body_and_split_everywhere() {
+    let req_headers: Pairs = &[
+        (":method", "POST"),
+        (":path", "/wirelens.v1.Hello/SayHello"),
+        ("content-type", "application/grpc-web"),
+    ];
+    let resp_headers: Pairs = &[(":status", "200"), ("content-type", "application/grpc-web")];
+    let block = b"Grpc-Status: 0\r\nGrpc-Message: fine\r\n";
+    let mut resp = encode_frame(0, b"hi");
+    resp.extend(encode_frame(0x80, block));
+    let mut want: Option<String> = None;
+    for i in 0..=resp.len() {
+        for j in (i..=resp.len()).step_by(3) {
+            let call = Exchange {
+                req_headers,
+                req_chunks: vec![encode_frame(0, b"x")],
+                resp_headers,
+                resp_chunks: vec![resp[..i].to_vec(), resp[i..j].to_vec(), resp[j..].to_vec()],
+                resp_trailers: None,
+                window: 3,
+            }
+            .run(map());
+            expect(
+                &call,
+                &[
+                    (keys::RESP_MESSAGES, json!(1)),
+                    (keys::RESP_MESSAGE_BYTES, json!(2)),
+                    (keys::RESP_FRAMING_BYTES, json!(5 + 5 + block.len())),
+                    (keys::GRPC_STATUS, json!(0)),
+                    (keys::GRPC_MESSAGE, json!("fine")),
+                    (keys::MALFORMED, json!(0)),
+                ],
+            );
+            let got = record_json(&call);
+            assert_eq!(got, *want.get_or_insert_with(|| got.clone()), "{i} {j}");
+        }
+    }
+}
+
+#[test]
+fn grpc_web_text_split_everywhere() {
+    let (req, resp) = text_exchange();
+    for window in [2usize, 5, 16 * 1024] {
+        for i in 0..=resp.len() {
+            let ri = i.min(req.len());
+            let call = Exchange {
+                req_headers: TEXT_REQ,
+                req_chunks: vec![req[..ri].to_vec(), req[ri..].to_vec()],
+                resp_headers: TEXT_RESP,
+                resp_chunks: vec![resp[..i].to_vec(), resp[i..].to_vec()],
+                resp_trailers: None,
+                window,
+            }
+            .run(map());
+            assert_eq!(record_json(&call), TEXT_GOLDEN, "window {window} split {i}");
+        }
+    }
+    // Three-way splits.
+    for i in (0..=resp.len()).step_by(7) {
+        for j in (i..=resp.len()).step_by(11) {
+            let call = Exchange {
+                req_headers: TEXT_REQ,
+                req_chunks: vec![req.clone()],
+                resp_headers: TEXT_RESP,
+                resp_chunks: vec![resp[..i].to_vec(), resp[i..j].to_vec(), resp[j..].to_vec()],
+                resp_trailers: None,
+                window: 3,
+            }
+            .run(map());
+            assert_eq!(record_json(&call), TEXT_GOLDEN, "split {i} {j}");
+        }
+    }
+    // One byte at a time.
+    let call = Exchange {
+        req_headers: TEXT_REQ,
+        req_chunks: req.chunks(1).map(<[u8]>::to_vec).collect(),
+        resp_headers: TEXT_RESP,
+        resp_chunks: resp.chunks(1).map(<[u8]>::to_vec).collect(),
+        resp_trailers: None,
+        window: 16 * 1024,
+    }
+    .run(map());
+    assert_eq!(record_json(&call), TEXT_GOLDEN);
+}
+
+// ------------------------------------------------------------------ clock
+
+fn req_headers_only(call: &mut Call, eos: bool, t: u64) {
+    let h = serialize(GRPC_REQ);
+    call.on_request_headers(iter_serialized(&h), eos, Some(t));
+}
+
+fn never() -> Option<u64> {
+    panic!("clock read when the request did not end")
+}
+
+#[test]
+fn request_duration_client_streaming() {
+    // The request ends with the last of several body chunks.
+    let mut call = Call::new(map());
+    req_headers_only(&mut call, false, 1_000_000);
+    let body = grpc_request_body();
+    let chunks: Vec<&[u8]> = body.chunks(6).collect();
+    let n = chunks.len();
+    assert!(n >= 5);
+    for (i, c) in chunks.iter().enumerate() {
+        if i + 1 < n {
+            call.on_request_body(c.len(), false, &mut SliceSource::new(c), never);
+            assert!(!call.request_complete());
+        } else {
+            call.on_request_body(c.len(), true, &mut SliceSource::new(c), || Some(7_250_000));
+        }
+    }
+    assert!(call.request_complete());
+    // More events for the request do not move its end.
+    call.on_request_trailers(never);
+    call.on_request_body(0, true, &mut SliceSource::new(b""), never);
+    let r = call.record(Some(9_000_000));
+    assert_eq!(r.request_duration_us, Some(6250));
+    assert_eq!(r.duration_us, Some(8000));
+    expect(
+        &call,
+        &[
+            (keys::REQ_DURATION_US, json!(6250)),
+            (keys::REQ_MESSAGES, json!(3)),
+            (keys::REQ_MESSAGE_BYTES, json!(17)),
+        ],
+    );
+
+    // Ended by request trailers.
+    let mut call = Call::new(map());
+    req_headers_only(&mut call, false, 1_000_000);
+    call.on_request_body(body.len(), false, &mut SliceSource::new(&body), never);
+    call.on_request_trailers(|| Some(4_000_000));
+    assert_eq!(call.record(None).request_duration_us, Some(3000));
+
+    // Ended with the headers.
+    let mut call = Call::new(map());
+    req_headers_only(&mut call, true, 1_000_000);
+    assert_eq!(call.record(None).request_duration_us, Some(0));
+
+    // Never ended (reset): omitted.
+    let mut call = Call::new(map());
+    req_headers_only(&mut call, false, 1_000_000);
+    call.on_request_body(body.len(), false, &mut SliceSource::new(&body), never);
+    assert_eq!(call.record(Some(5_000_000)).request_duration_us, None);
+    expect(
+        &call,
+        &[
+            (keys::REQ_DURATION_US, Value::Null),
+            (keys::TTFB_US, Value::Null),
+        ],
+    );
+}
+
+#[test]
+fn clock_going_backwards_gives_zero() {
+    let mut call = Call::new(map());
+    req_headers_only(&mut call, false, 5_000_000);
+    call.on_request_body(0, true, &mut SliceSource::new(b""), || Some(4_000_000));
+    let rh = serialize(&[(":status", "200"), ("content-type", "application/grpc")]);
+    call.on_response_headers(iter_serialized(&rh), false, || Some(1_000));
+    let t = serialize(&[("grpc-status", "0")]);
+    call.on_response_trailers(iter_serialized(&t), || Some(4_999_999));
+    let r = call.record(None);
+    assert_eq!(r.request_duration_us, Some(0));
+    assert_eq!(r.ttfb_us, Some(0));
+    assert_eq!(r.duration_us, Some(0));
+    // No clock at all: every duration omitted.
+    let mut call = Call::new(map());
+    let h = serialize(GRPC_REQ);
+    call.on_request_headers(iter_serialized(&h), true, None);
+    call.on_response_headers(iter_serialized(&rh), true, || None);
+    let r = call.record(None);
+    assert_eq!(
+        (r.ttfb_us, r.duration_us, r.request_duration_us),
+        (None, None, None)
+    );
+    absent(
+        &call,
+        &[keys::TTFB_US, keys::DURATION_US, keys::REQ_DURATION_US],
+    );
+}
+
+// ------------------------------------------------------------- robustness
+
+#[test]
+fn grpc_unknown_method_trailers_only() {
+    let req: Pairs = &[
+        (":method", "POST"),
+        (":path", "/acme.inventory.v2.StockService/Reserve"),
+        ("content-type", "application/grpc+proto"),
+    ];
+    let resp: Pairs = &[
+        (":status", "200"),
+        ("content-type", "application/grpc"),
+        ("grpc-status", "12"),
+        ("grpc-message", "unknown%20service"),
+    ];
+    let call = Exchange {
+        req_headers: req,
+        req_chunks: vec![encode_frame(0, b"")],
+        resp_headers: resp,
+        resp_chunks: vec![],
+        resp_trailers: None,
+        window: 16 * 1024,
+    }
+    .run(map());
+    expect(
+        &call,
+        &[
+            (keys::PROTOCOL, json!("grpc")),
+            (keys::OPERATION, json!("stockService.Reserve")),
+            (keys::RPC_SERVICE, json!("acme.inventory.v2.StockService")),
+            (keys::RPC_METHOD, json!("Reserve")),
+            (keys::STREAMING, Value::Null),
+            (keys::REQ_BODY_SIZE, json!(5)),
+            (keys::REQ_MESSAGES, json!(1)),
+            (keys::REQ_MESSAGE_MIN, json!(0)),
+            (keys::REQ_MESSAGE_MAX, json!(0)),
+            (keys::RESP_MESSAGES, json!(0)),
+            (keys::RESP_MESSAGE_BYTES, json!(0)),
+            (keys::RESP_MESSAGE_MIN, Value::Null),
+            (keys::RESP_MESSAGE_MAX, Value::Null),
+            (keys::RESP_FRAMING_BYTES, json!(0)),
+            (keys::RESP_TRAILER_SIZE, json!(0)),
+            (keys::RESP_BODY_SIZE, json!(0)),
+            (keys::GRPC_STATUS, json!(12)),
+            (keys::GRPC_MESSAGE, json!("unknown service")),
+            (keys::TTFB_US, json!(2500)),
+            (keys::DURATION_US, json!(2500)),
+            (keys::MALFORMED, json!(0)),
+        ],
+    );
 }
 
 #[test]
@@ -305,12 +1098,16 @@ fn large_message_is_skipped_not_read() {
     for (i, chunk) in body.chunks(1 << 20).enumerate() {
         let mut src = SliceSource::new(chunk);
         let last = (i + 1) * (1 << 20) >= body.len();
-        call.on_request_body(chunk.len(), last, &mut src);
+        call.on_request_body(chunk.len(), last, &mut src, || Some(1));
         total_read += src.bytes_read;
         reads += src.reads;
     }
     let r = call.record(None);
-    assert_eq!(r.req_messages, 1);
+    let f = r.frames.unwrap().request;
+    assert_eq!(f.messages, 1);
+    assert_eq!(f.message_bytes, SIZE as u64);
+    assert_eq!((f.message_min, f.message_max), (SIZE as u32, SIZE as u32));
+    assert_eq!(f.framing_bytes, 5);
     assert_eq!(r.req_body_bytes, (SIZE + 5) as u64);
     assert!(!r.malformed);
     assert_eq!(reads, 1, "only the chunk with the prefix is read");
@@ -323,319 +1120,66 @@ fn grpc_body_ending_mid_frame_is_malformed() {
     let h = serialize(GRPC_REQ);
     call.on_request_headers(iter_serialized(&h), false, Some(0));
     let body = encode_frame(0, b"hello");
-    call.on_request_body(7, true, &mut SliceSource::new(&body[..7]));
-    assert!(call.record(None).malformed);
-}
-
-#[test]
-fn grpc_web_binary() {
-    let req_headers: Pairs = &[
-        (":method", "POST"),
-        (":path", "/wirelens.v1.Catalog/GetProduct"),
-        (":authority", "localhost"),
-        ("content-type", "application/grpc-web+proto"),
-        ("x-grpc-web", "1"),
-        ("accept", "application/grpc-web+proto"),
-    ];
-    let resp_headers: Pairs = &[
-        (":status", "200"),
-        ("content-type", "application/grpc-web+proto"),
-    ];
-    let req_body = encode_frame(0, b"\x08\x2a");
-    let mut resp_body = encode_frame(0, b"\x0a\x03abc");
-    let trailer = encode_frame(
-        0x80,
-        b"grpc-status:5\r\ngrpc-message:product%2042%20not%20found\r\n",
-    );
-    resp_body.extend_from_slice(&trailer);
-    // Envoy's grpc_web filter hands the trailer frame as its own chunk,
-    // followed by an empty trailer map.
-    let msg_len = resp_body.len() - trailer.len();
-    let call = Exchange {
-        req_headers,
-        req_chunks: vec![req_body.clone()],
-        resp_headers,
-        resp_chunks: vec![resp_body[..msg_len].to_vec(), trailer.clone()],
-        resp_trailers: Some(&[]),
-        window: 16 * 1024,
-    }
-    .run(map());
-    expect(
-        &call,
-        &[
-            ("protocol", "grpc-web"),
-            ("operation", "catalog.GetProduct"),
-            ("rpc_service", "wirelens.v1.Catalog"),
-            ("rpc_method", "GetProduct"),
-            ("streaming", "unary"),
-            ("route", ""),
-            ("req_header_bytes", &hbytes(req_headers).to_string()),
-            ("resp_header_bytes", &hbytes(resp_headers).to_string()),
-            ("resp_trailer_bytes", "0"),
-            ("req_body_bytes", &req_body.len().to_string()),
-            ("resp_body_bytes", &resp_body.len().to_string()),
-            ("req_messages", "1"),
-            ("resp_messages", "1"),
-            ("grpc_status", "5"),
-            ("grpc_message", "product 42 not found"),
-            ("ttfb_us", "2500"),
-            ("duration_us", "8000"),
-            ("malformed", "0"),
-        ],
-    );
-}
-
-#[test]
-fn grpc_web_trailer_frame_with_eos_body_and_split_everywhere() {
-    let req_headers: Pairs = &[
-        (":method", "POST"),
-        (":path", "/wirelens.v1.Hello/SayHello"),
-        ("content-type", "application/grpc-web"),
-    ];
-    let resp_headers: Pairs = &[(":status", "200"), ("content-type", "application/grpc-web")];
-    let mut resp = encode_frame(0, b"hi");
-    resp.extend(encode_frame(
-        0x80,
-        b"Grpc-Status: 0\r\nGrpc-Message: fine\r\n",
-    ));
-    for i in 0..=resp.len() {
-        let call = Exchange {
-            req_headers,
-            req_chunks: vec![encode_frame(0, b"x")],
-            resp_headers,
-            resp_chunks: vec![resp[..i].to_vec(), resp[i..].to_vec()],
-            resp_trailers: None,
-            window: 3,
+    call.on_request_body(7, true, &mut SliceSource::new(&body[..7]), || Some(1));
+    let r = call.record(None);
+    assert!(r.malformed);
+    // The incomplete frame counts nowhere.
+    assert_eq!(
+        r.frames.unwrap().request,
+        FrameStats {
+            total_bytes: 7,
+            ..Default::default()
         }
-        .run(map());
-        expect(
-            &call,
-            &[
-                ("resp_messages", "1"),
-                ("grpc_status", "0"),
-                ("grpc_message", "fine"),
-                ("malformed", "0"),
-            ],
-        );
-    }
+    );
 }
 
 #[test]
 fn grpc_web_bad_trailer_frame_is_malformed() {
-    let req_headers: Pairs = &[
-        (":method", "POST"),
-        (":path", "/wirelens.v1.Hello/SayHello"),
-        ("content-type", "application/grpc-web"),
-    ];
-    let resp_headers: Pairs = &[(":status", "200"), ("content-type", "application/grpc-web")];
     let call = Exchange {
-        req_headers,
+        req_headers: &[
+            (":method", "POST"),
+            (":path", "/wirelens.v1.Hello/SayHello"),
+            ("content-type", "application/grpc-web"),
+        ],
         req_chunks: vec![],
-        resp_headers,
+        resp_headers: &[(":status", "200"), ("content-type", "application/grpc-web")],
         resp_chunks: vec![encode_frame(0x80, b"garbage")],
         resp_trailers: None,
         window: 1024,
     }
     .run(map());
-    expect(&call, &[("malformed", "1"), ("grpc_status", "")]);
-}
-
-fn text_body(frames: &[Vec<u8>]) -> String {
-    // Each frame base64-encoded (and padded) on its own, with line breaks.
-    let mut s = String::new();
-    for f in frames {
-        s.push_str(&b64(f));
-        s.push_str("\r\n");
-    }
-    s
-}
-
-#[test]
-fn grpc_web_text_split_everywhere() {
-    let req_headers: Pairs = &[
-        (":method", "POST"),
-        (":path", "/wirelens.v1.Hello/SayHello"),
-        ("content-type", "application/grpc-web-text"),
-        ("accept", "application/grpc-web-text"),
-    ];
-    let resp_headers: Pairs = &[
-        (":status", "200"),
-        ("content-type", "application/grpc-web-text+proto"),
-    ];
-    let req = text_body(&[encode_frame(0, b"\x0a\x05world")]);
-    let resp = text_body(&[
-        encode_frame(0, b"\x0a\x0bhello world"),
-        encode_frame(0, b""),
-        encode_frame(0, b"abcd"),
-        encode_frame(0x80, b"grpc-status:0\r\ngrpc-message:caf%C3%A9\r\n"),
-    ]);
-    let (req, resp) = (req.into_bytes(), resp.into_bytes());
-    let want = [
-        ("protocol", "grpc-web-text"),
-        ("operation", "hello.SayHello"),
-        ("streaming", "unary"),
-        ("req_header_bytes", &hbytes(req_headers).to_string()),
-        ("resp_header_bytes", &hbytes(resp_headers).to_string()),
-        ("req_body_bytes", &req.len().to_string()),
-        ("resp_body_bytes", &resp.len().to_string()),
-        ("req_messages", "1"),
-        ("resp_messages", "3"),
-        ("grpc_status", "0"),
-        ("grpc_message", "café"),
-        ("malformed", "0"),
-    ];
-    let want: Vec<(&str, &str)> = want.iter().map(|(k, v)| (*k, *v)).collect();
-    for window in [2usize, 5, 16 * 1024] {
-        for i in 0..=resp.len() {
-            let ri = i.min(req.len());
-            let call = Exchange {
-                req_headers,
-                req_chunks: vec![req[..ri].to_vec(), req[ri..].to_vec()],
-                resp_headers,
-                resp_chunks: vec![resp[..i].to_vec(), resp[i..].to_vec()],
-                resp_trailers: None,
-                window,
-            }
-            .run(map());
-            expect(&call, &want);
-        }
-    }
-    // One byte at a time.
-    let call = Exchange {
-        req_headers,
-        req_chunks: req.chunks(1).map(<[u8]>::to_vec).collect(),
-        resp_headers,
-        resp_chunks: resp.chunks(1).map(<[u8]>::to_vec).collect(),
-        resp_trailers: None,
-        window: 16 * 1024,
-    }
-    .run(map());
-    expect(&call, &want);
+    expect(
+        &call,
+        &[
+            (keys::MALFORMED, json!(1)),
+            (keys::GRPC_STATUS, Value::Null),
+            // The frame completed: it is framing even though it did not parse.
+            (keys::RESP_FRAMING_BYTES, json!(12)),
+        ],
+    );
 }
 
 #[test]
 fn grpc_web_text_bad_base64_is_malformed() {
-    let req_headers: Pairs = &[
-        (":method", "POST"),
-        (":path", "/wirelens.v1.Hello/SayHello"),
-        ("content-type", "application/grpc-web-text"),
-    ];
-    let resp_headers: Pairs = &[
-        (":status", "200"),
-        ("content-type", "application/grpc-web-text"),
-    ];
     let call = Exchange {
-        req_headers,
+        req_headers: &[
+            (":method", "POST"),
+            (":path", "/wirelens.v1.Hello/SayHello"),
+            ("content-type", "application/grpc-web-text"),
+        ],
         req_chunks: vec![b"AAAAAAE*".to_vec()],
-        resp_headers,
+        resp_headers: &[
+            (":status", "200"),
+            ("content-type", "application/grpc-web-text"),
+        ],
         resp_chunks: vec![],
         resp_trailers: Some(&[("grpc-status", "0")]),
         window: 1024,
     }
     .run(map());
-    expect(&call, &[("malformed", "1"), ("grpc_status", "0")]);
-}
-
-#[test]
-fn rest_json() {
-    let req_headers: Pairs = &[
-        (":method", "GET"),
-        (":path", "/v1/products/42?fields=name"),
-        (":authority", "localhost"),
-        ("accept", "application/json"),
-    ];
-    let resp_headers: Pairs = &[
-        (":status", "200"),
-        ("content-type", "application/json"),
-        ("content-length", "27"),
-    ];
-    // Bodies look like gRPC frames on purpose: REST bodies are never parsed.
-    let body = encode_frame(0, b"{\"id\":42,\"name\":\"x\"}");
-    let call = Exchange {
-        req_headers,
-        req_chunks: vec![],
-        resp_headers,
-        resp_chunks: vec![body[..10].to_vec(), body[10..].to_vec()],
-        resp_trailers: None,
-        window: 1024,
-    }
-    .run(map());
     expect(
         &call,
-        &[
-            ("protocol", "rest"),
-            ("operation", "catalog.GetProduct"),
-            ("rpc_service", "wirelens.v1.Catalog"),
-            ("rpc_method", "GetProduct"),
-            ("streaming", "unary"),
-            ("route", "/v1/products/{id}"),
-            ("req_header_bytes", &hbytes(req_headers).to_string()),
-            ("resp_header_bytes", &hbytes(resp_headers).to_string()),
-            ("resp_trailer_bytes", "0"),
-            ("req_body_bytes", "0"),
-            ("resp_body_bytes", &body.len().to_string()),
-            ("req_messages", "0"),
-            ("resp_messages", "0"),
-            ("grpc_status", ""),
-            ("grpc_message", ""),
-            ("ttfb_us", "2500"),
-            ("duration_us", "8000"),
-            ("malformed", "0"),
-        ],
-    );
-}
-
-#[test]
-fn rest_proto_and_unmatched() {
-    let req_headers: Pairs = &[
-        (":method", "POST"),
-        (":path", "/v1/hello"),
-        ("content-type", "application/x-protobuf"),
-    ];
-    let call = Exchange {
-        req_headers,
-        req_chunks: vec![b"\x0a\x05world".to_vec()],
-        resp_headers: &[
-            (":status", "200"),
-            ("content-type", "application/x-protobuf"),
-        ],
-        resp_chunks: vec![b"\x0a\x0bhello world".to_vec()],
-        resp_trailers: None,
-        window: 1024,
-    }
-    .run(map());
-    expect(
-        &call,
-        &[
-            ("protocol", "rest-proto"),
-            ("operation", "hello.SayHello"),
-            ("route", "/v1/hello"),
-            ("req_body_bytes", "7"),
-            ("resp_body_bytes", "13"),
-            ("req_messages", "0"),
-        ],
-    );
-
-    let call = Exchange {
-        req_headers: &[(":method", "GET"), (":path", "/healthz")],
-        req_chunks: vec![],
-        resp_headers: &[(":status", "404")],
-        resp_chunks: vec![],
-        resp_trailers: None,
-        window: 1024,
-    }
-    .run(map());
-    expect(
-        &call,
-        &[
-            ("protocol", "rest"),
-            ("operation", ""),
-            ("rpc_service", ""),
-            ("rpc_method", ""),
-            ("streaming", ""),
-            ("route", ""),
-            ("duration_us", "2500"),
-        ],
+        &[(keys::MALFORMED, json!(1)), (keys::GRPC_STATUS, json!(0))],
     );
 }
 
@@ -654,9 +1198,11 @@ fn grpc_error_page_response_is_not_parsed() {
     expect(
         &call,
         &[
-            ("resp_messages", "0"),
-            ("resp_body_bytes", "22"),
-            ("malformed", "0"),
+            (keys::RESP_MESSAGES, json!(0)),
+            (keys::RESP_MESSAGE_BYTES, json!(0)),
+            (keys::RESP_FRAMING_BYTES, json!(0)),
+            (keys::RESP_BODY_SIZE, json!(22)),
+            (keys::MALFORMED, json!(0)),
         ],
     );
 }
@@ -668,17 +1214,20 @@ fn aborted_stream_publishes_in_log_phase() {
     call.on_request_headers(iter_serialized(&h), false, Some(1_000_000));
     let body = encode_frame(0, b"hello");
     // Reset mid-frame: not end of stream, so not malformed.
-    call.on_request_body(4, false, &mut SliceSource::new(&body[..4]));
+    call.on_request_body(4, false, &mut SliceSource::new(&body[..4]), never);
     assert!(!call.response_complete());
     assert!(call.claim_publish());
     let r = call.record(Some(5_000_000));
     assert_eq!(r.duration_us, Some(4000));
     assert_eq!(r.ttfb_us, None);
+    assert_eq!(r.request_duration_us, None);
     assert!(!r.malformed);
-    assert_eq!(r.req_messages, 0);
+    assert_eq!(r.frames.unwrap().request.messages, 0);
     assert_eq!(r.req_body_bytes, 4);
-    let pairs = r.to_pairs();
-    assert_eq!(pairs[15], ("wirelens.ttfb_us", String::new()));
+    assert_eq!(
+        r.to_json(),
+        r#"{"wirelens.protocol":"grpc","wirelens.operation":"hello.SayHello","rpc.service":"wirelens.v1.Hello","rpc.method":"SayHello","wirelens.streaming":"unary","wirelens.request.header.size":116,"wirelens.response.header.size":0,"wirelens.response.trailer.size":0,"http.request.body.size":4,"http.response.body.size":0,"wirelens.request.messages":0,"wirelens.response.messages":0,"wirelens.request.message.bytes":0,"wirelens.response.message.bytes":0,"wirelens.request.framing.bytes":0,"wirelens.response.framing.bytes":0,"wirelens.request.compressed_messages":0,"wirelens.response.compressed_messages":0,"wirelens.duration_us":4000,"wirelens.malformed":0}"#
+    );
     assert!(!call.claim_publish());
 
     // No request headers at all: nothing to publish.
@@ -700,13 +1249,14 @@ fn host_read_failure_marks_malformed_and_stops_reading() {
     let h = serialize(GRPC_REQ);
     call.on_request_headers(iter_serialized(&h), false, Some(0));
     let mut f = Failing(0);
-    call.on_request_body(10, false, &mut f);
+    call.on_request_body(10, false, &mut f, never);
     assert!(!call.wants_request_body());
-    call.on_request_body(10, true, &mut f);
+    call.on_request_body(10, true, &mut f, || Some(1000));
     assert_eq!(f.0, 1);
     let r = call.record(None);
     assert!(r.malformed);
     assert_eq!(r.req_body_bytes, 20);
+    assert_eq!(r.request_duration_us, Some(1));
 }
 
 #[test]
@@ -716,10 +1266,10 @@ fn short_host_buffer_ends_chunk_quietly() {
     let h = serialize(GRPC_REQ);
     call.on_request_headers(iter_serialized(&h), false, Some(0));
     let body = encode_frame(0, b"abc");
-    call.on_request_body(100, true, &mut SliceSource::new(&body));
+    call.on_request_body(100, true, &mut SliceSource::new(&body), || Some(0));
     let r = call.record(None);
     assert_eq!(r.req_body_bytes, 100);
-    assert_eq!(r.req_messages, 1);
+    assert_eq!(r.frames.unwrap().request.messages, 1);
     assert!(!r.malformed);
 }
 
@@ -734,7 +1284,13 @@ fn invalid_grpc_status_header_is_malformed() {
         window: 1024,
     }
     .run(map());
-    expect(&call, &[("malformed", "1"), ("grpc_status", "")]);
+    expect(
+        &call,
+        &[
+            (keys::MALFORMED, json!(1)),
+            (keys::GRPC_STATUS, Value::Null),
+        ],
+    );
 }
 
 #[test]

@@ -7,7 +7,7 @@ use wirelens_core::base64::Base64Decoder;
 use wirelens_core::frame::{encode_frame, parse_trailer_block, FrameParser};
 use wirelens_core::headers::{iter_serialized, serialize};
 use wirelens_core::record::SliceSource;
-use wirelens_core::{Call, OpMap};
+use wirelens_core::{Call, Fields, OpMap, Options, KEYS};
 
 struct Rng(u64);
 impl Rng {
@@ -81,20 +81,41 @@ fn calls_survive_random_bodies() {
             (":path", "/a.B/C"),
             ("content-type", ct),
         ]);
-        let mut call = Call::new(Rc::clone(&map)).with_read_window(rng.below(64) + 1);
+        let options = Options::default()
+            .with_fields(
+                Fields::GROUPS[rng.below(5)]
+                    .1
+                    .union(Fields::GROUPS[rng.below(5)].1),
+            )
+            .with_rest_transcoded(rng.below(2) == 0)
+            .with_sample_rate(if rng.below(2) == 0 { 1.0 } else { 0.5 });
+        let mut call = Call::new(Rc::clone(&map))
+            .with_read_window(rng.below(64) + 1)
+            .with_options(options);
         call.on_request_headers(iter_serialized(&req), false, Some(0));
         let mut body = rng.bytes(300);
         if rng.below(2) == 0 {
-            body.extend(encode_frame(0x80, b"grpc-status:1\r\n"));
+            // A trailer frame whose grpc-message is arbitrary bytes.
+            let mut block = b"grpc-status:1\r\ngrpc-message:".to_vec();
+            block.extend(rng.bytes(40).iter().filter(|&&b| b != b'\n'));
+            block.extend_from_slice(b"\r\n");
+            body.extend(encode_frame(0x80, &block));
         }
         let chunks: Vec<&[u8]> = body.chunks(rng.below(40) + 1).collect();
         for (i, c) in chunks.iter().enumerate() {
-            call.on_request_body(c.len(), i + 1 == chunks.len(), &mut SliceSource::new(c));
+            call.on_request_body(
+                c.len(),
+                i + 1 == chunks.len(),
+                &mut SliceSource::new(c),
+                || Some(3),
+            );
         }
+        let message = rng.bytes(30);
         let resp = serialize(&[
-            (":status", "200"),
-            ("content-type", ct),
-            ("grpc-status", "x"),
+            (&b":status"[..], &b"200"[..]),
+            (b"content-type", ct.as_bytes()),
+            (b"grpc-status", b"x"),
+            (b"grpc-message", &message),
         ]);
         call.on_response_headers(iter_serialized(&resp), false, || Some(5));
         for (i, c) in chunks.iter().enumerate() {
@@ -110,6 +131,12 @@ fn calls_survive_random_bodies() {
         assert!(call.claim_publish());
         let r = call.record(Some(20));
         assert_eq!(r.req_body_bytes, body.len() as u64);
-        let _ = r.to_pairs();
+        // The record is always a JSON object with known keys.
+        let text = r.to_json();
+        let v: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        let obj = v.as_object().unwrap();
+        assert!(obj.keys().all(|k| KEYS.contains(&k.as_str())), "{text}");
+        assert_eq!(obj["http.request.body.size"], body.len());
     }
 }

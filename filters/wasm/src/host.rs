@@ -33,32 +33,112 @@ mod abi {
     }
 }
 
-/// Native builds (clippy, `cargo check --workspace`) have no host: every
-/// call fails.
+/// Native builds (clippy, `cargo test`) talk to an in-process fake host: a
+/// thread-local state that the adapter's tests fill and inspect. Left
+/// empty, every map and buffer is missing and the clock fails.
 #[cfg(not(target_arch = "wasm32"))]
 #[allow(clippy::missing_safety_doc)]
-mod abi {
-    const UNIMPLEMENTED: u32 = 12;
-    pub unsafe fn proxy_log(_: u32, _: *const u8, _: usize) -> u32 {
-        UNIMPLEMENTED
+pub mod abi {
+    use std::cell::RefCell;
+
+    #[derive(Default)]
+    pub struct FakeHost {
+        /// Clock; each read returns it and advances it by `tick`.
+        pub now: Option<u64>,
+        pub tick: u64,
+        /// Serialized header maps by map type.
+        pub maps: [Option<Vec<u8>>; 4],
+        /// Buffers by buffer type.
+        pub buffers: [Option<Vec<u8>>; 8],
+        pub properties: Vec<(String, Vec<u8>)>,
+        pub logs: Vec<String>,
+        /// Host calls of any kind.
+        pub calls: usize,
     }
-    pub unsafe fn proxy_get_current_time_nanoseconds(_: *mut u64) -> u32 {
-        UNIMPLEMENTED
+
+    thread_local! {
+        pub static HOST: RefCell<FakeHost> = RefCell::default();
     }
-    pub unsafe fn proxy_get_header_map_pairs(_: u32, _: *mut *mut u8, _: *mut usize) -> u32 {
-        UNIMPLEMENTED
+
+    const OK: u32 = 0;
+    const NOT_FOUND: u32 = 1;
+
+    fn with<R>(f: impl FnOnce(&mut FakeHost) -> R) -> R {
+        HOST.with(|h| {
+            let mut h = h.borrow_mut();
+            h.calls += 1;
+            f(&mut h)
+        })
     }
-    pub unsafe fn proxy_get_buffer_bytes(
-        _: u32,
-        _: usize,
-        _: usize,
-        _: *mut *mut u8,
-        _: *mut usize,
+
+    /// Hands out a copy allocated like `proxy_on_memory_allocate` does.
+    unsafe fn give(bytes: &[u8], data: *mut *mut u8, size: *mut usize) -> u32 {
+        let b: Box<[u8]> = bytes.into();
+        *size = b.len();
+        *data = Box::into_raw(b) as *mut u8;
+        OK
+    }
+
+    pub unsafe fn proxy_log(_: u32, message: *const u8, size: usize) -> u32 {
+        let text = String::from_utf8_lossy(std::slice::from_raw_parts(message, size)).into_owned();
+        with(|h| h.logs.push(text));
+        OK
+    }
+
+    pub unsafe fn proxy_get_current_time_nanoseconds(out: *mut u64) -> u32 {
+        match with(|h| {
+            let t = h.now?;
+            h.now = Some(t + h.tick);
+            Some(t)
+        }) {
+            Some(t) => {
+                *out = t;
+                OK
+            }
+            None => NOT_FOUND,
+        }
+    }
+
+    pub unsafe fn proxy_get_header_map_pairs(
+        map_type: u32,
+        data: *mut *mut u8,
+        size: *mut usize,
     ) -> u32 {
-        UNIMPLEMENTED
+        match with(|h| h.maps.get(map_type as usize).cloned().flatten()) {
+            Some(m) => give(&m, data, size),
+            None => NOT_FOUND,
+        }
     }
-    pub unsafe fn proxy_set_property(_: *const u8, _: usize, _: *const u8, _: usize) -> u32 {
-        UNIMPLEMENTED
+
+    pub unsafe fn proxy_get_buffer_bytes(
+        buffer_type: u32,
+        start: usize,
+        max_size: usize,
+        data: *mut *mut u8,
+        size: *mut usize,
+    ) -> u32 {
+        let window = with(|h| {
+            let b = h.buffers.get(buffer_type as usize)?.as_ref()?;
+            let from = start.min(b.len());
+            let to = from.saturating_add(max_size).min(b.len());
+            Some(b[from..to].to_vec())
+        });
+        match window {
+            Some(w) => give(&w, data, size),
+            None => NOT_FOUND,
+        }
+    }
+
+    pub unsafe fn proxy_set_property(
+        path: *const u8,
+        path_size: usize,
+        value: *const u8,
+        value_size: usize,
+    ) -> u32 {
+        let key = String::from_utf8_lossy(std::slice::from_raw_parts(path, path_size)).into_owned();
+        let value = std::slice::from_raw_parts(value, value_size).to_vec();
+        with(|h| h.properties.push((key, value)));
+        OK
     }
 }
 

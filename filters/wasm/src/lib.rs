@@ -1,6 +1,7 @@
 //! wirelens proxy-wasm HTTP filter: a thin adapter that feeds Envoy's
-//! callbacks into [`wirelens_core::Call`] and publishes the record as
-//! filter state (`set_property(["wirelens.<key>"], value)`).
+//! callbacks into [`wirelens_core::Call`] and publishes the record as three
+//! filter-state properties (`wirelens.record` — one compact JSON object —,
+//! `wirelens.protocol`, `wirelens.operation`).
 //!
 //! Host calls whose failure the SDK turns into a panic (reading header maps
 //! and body bytes, the clock, `set_property`) go through [`host`], which
@@ -10,21 +11,58 @@
 
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, ContextType, LogLevel};
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use wirelens_core::headers::iter_serialized;
-use wirelens_core::{BodySource, Call, OpMap};
+use wirelens_core::{BodySource, Call, Config, OpMap, Options, Sampler};
 
 mod host;
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Warn);
-    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> {
-        Box::new(Root { map: Rc::new(OpMap::empty()) })
+    proxy_wasm::set_root_context(|context_id| -> Box<dyn RootContext> {
+        Box::new(Root {
+            context_id,
+            map: Rc::new(OpMap::empty()),
+            options: Options::default(),
+            shared: Rc::new(Shared::new(Sampler::new(1.0, 0))),
+        })
     });
 }}
 
+/// Initial capacity of the shared JSON buffer (a typical record is well
+/// under this; a long `grpc-message` grows it once).
+const JSON_CAPACITY: usize = 1024;
+
+/// Per plugin instance state every stream of it uses.
+struct Shared {
+    sampler: Cell<Sampler>,
+    /// The record is serialized here (one VM is single-threaded and a
+    /// publication never nests), so publishing does not allocate.
+    json: RefCell<String>,
+}
+
+impl Shared {
+    fn new(sampler: Sampler) -> Self {
+        Shared {
+            sampler: Cell::new(sampler),
+            json: RefCell::new(String::with_capacity(JSON_CAPACITY)),
+        }
+    }
+
+    fn sample(&self) -> bool {
+        let mut s = self.sampler.get();
+        let keep = s.sample();
+        self.sampler.set(s);
+        keep
+    }
+}
+
 struct Root {
+    context_id: u32,
     map: Rc<OpMap>,
+    options: Options,
+    shared: Rc<Shared>,
 }
 
 impl Context for Root {}
@@ -46,9 +84,17 @@ impl RootContext for Root {
                 }
             }
         };
-        match OpMap::from_json(&bytes) {
-            Ok(map) => {
-                self.map = Rc::new(map);
+        match Config::from_json(&bytes) {
+            Ok(config) => {
+                // Seed: the host clock (no WASI random_get), mixed with the
+                // root context id; splitmix64 spreads it.
+                let seed = host::now_ns().unwrap_or(0x5EED) ^ (u64::from(self.context_id) << 48);
+                self.map = Rc::new(config.map);
+                self.options = config.options;
+                self.shared = Rc::new(Shared::new(Sampler::new(
+                    config.options.sample_rate(),
+                    seed,
+                )));
                 true
             }
             Err(e) => {
@@ -60,7 +106,9 @@ impl RootContext for Root {
 
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
         Some(Box::new(Stream {
-            call: Call::new(Rc::clone(&self.map)),
+            call: Call::new(Rc::clone(&self.map)).with_options(self.options),
+            shared: Rc::clone(&self.shared),
+            sampled: false,
         }))
     }
 
@@ -81,19 +129,29 @@ impl BodySource for HostBody {
 
 struct Stream {
     call: Call,
+    shared: Rc<Shared>,
+    /// Decided in `on_http_request_headers`; an unsampled (or headerless)
+    /// stream does nothing at all in any callback.
+    sampled: bool,
 }
 
 impl Stream {
     /// Publishes the record once (`now_ns` is the end time for streams
-    /// whose response never completed).
+    /// whose response never completed): exactly three `set_property` calls.
     fn publish(&mut self, now_ns: Option<u64>) {
         if !self.call.claim_publish() {
             return;
         }
-        self.call.record(now_ns).for_each(|key, value| {
-            // A failure (e.g. no stream info) is ignored by design.
+        let record = self.call.record(now_ns);
+        // A failure (e.g. no stream info) is ignored by design.
+        let set = |key: &str, value: &[u8]| {
             let _ = host::set_property(key, value);
-        });
+        };
+        match self.shared.json.try_borrow_mut() {
+            Ok(mut buf) => record.for_each_property(&mut buf, set),
+            // Unreachable in a single-threaded VM; never panic anyway.
+            Err(_) => record.for_each_property(&mut String::new(), set),
+        }
     }
 }
 
@@ -101,6 +159,10 @@ impl Context for Stream {}
 
 impl HttpContext for Stream {
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+        if self.sampled || !self.shared.sample() {
+            return Action::Continue;
+        }
+        self.sampled = true;
         let now = host::now_ns();
         let map = host::header_map(host::MAP_REQUEST_HEADERS).unwrap_or_default();
         self.call
@@ -109,20 +171,28 @@ impl HttpContext for Stream {
     }
 
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        self.call.on_request_body(
-            body_size,
-            end_of_stream,
-            &mut HostBody(host::BUFFER_REQUEST_BODY),
-        );
+        if self.sampled {
+            self.call.on_request_body(
+                body_size,
+                end_of_stream,
+                &mut HostBody(host::BUFFER_REQUEST_BODY),
+                host::now_ns,
+            );
+        }
         Action::Continue
     }
 
     fn on_http_request_trailers(&mut self, _num_trailers: usize) -> Action {
-        self.call.on_request_trailers();
+        if self.sampled {
+            self.call.on_request_trailers(host::now_ns);
+        }
         Action::Continue
     }
 
     fn on_http_response_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+        if !self.sampled {
+            return Action::Continue;
+        }
         let map = host::header_map(host::MAP_RESPONSE_HEADERS).unwrap_or_default();
         if self
             .call
@@ -134,18 +204,23 @@ impl HttpContext for Stream {
     }
 
     fn on_http_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        if self.call.on_response_body(
-            body_size,
-            end_of_stream,
-            &mut HostBody(host::BUFFER_RESPONSE_BODY),
-            host::now_ns,
-        ) {
+        if self.sampled
+            && self.call.on_response_body(
+                body_size,
+                end_of_stream,
+                &mut HostBody(host::BUFFER_RESPONSE_BODY),
+                host::now_ns,
+            )
+        {
             self.publish(None);
         }
         Action::Continue
     }
 
     fn on_http_response_trailers(&mut self, _num_trailers: usize) -> Action {
+        if !self.sampled {
+            return Action::Continue;
+        }
         let map = host::header_map(host::MAP_RESPONSE_TRAILERS).unwrap_or_default();
         if self
             .call
@@ -157,9 +232,221 @@ impl HttpContext for Stream {
     }
 
     fn on_log(&mut self) {
-        if !self.call.published() {
+        if self.sampled && !self.call.published() {
             let now = host::now_ns();
             self.publish(now);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The adapter against the native fake host (`host::abi::HOST`).
+    use super::*;
+    use host::abi::{FakeHost, HOST};
+    use wirelens_core::frame::encode_frame;
+    use wirelens_core::headers::serialize;
+    use wirelens_core::PROPERTIES;
+
+    /// The SDK's own host-call imports must resolve for the native test
+    /// binary to link. The adapter never reaches them (its host calls go
+    /// through `host::abi`, the fake host); should anything do so, it gets
+    /// `Unimplemented` (12). Arguments are ignored (the C calling
+    /// convention lets the callee ignore them).
+    macro_rules! unimplemented_imports {
+        ($($name:ident),* $(,)?) => {$(
+            #[no_mangle]
+            extern "C" fn $name() -> u32 {
+                12
+            }
+        )*};
+    }
+    unimplemented_imports!(
+        proxy_add_header_map_value,
+        proxy_call_foreign_function,
+        proxy_close_stream,
+        proxy_continue_stream,
+        proxy_define_metric,
+        proxy_dequeue_shared_queue,
+        proxy_done,
+        proxy_enqueue_shared_queue,
+        proxy_get_buffer_bytes,
+        proxy_get_current_time_nanoseconds,
+        proxy_get_header_map_pairs,
+        proxy_get_header_map_value,
+        proxy_get_log_level,
+        proxy_get_metric,
+        proxy_get_property,
+        proxy_get_shared_data,
+        proxy_get_status,
+        proxy_grpc_call,
+        proxy_grpc_cancel,
+        proxy_grpc_close,
+        proxy_grpc_send,
+        proxy_grpc_stream,
+        proxy_http_call,
+        proxy_increment_metric,
+        proxy_log,
+        proxy_record_metric,
+        proxy_register_shared_queue,
+        proxy_remove_header_map_value,
+        proxy_replace_header_map_value,
+        proxy_resolve_shared_queue,
+        proxy_send_local_response,
+        proxy_set_buffer_bytes,
+        proxy_set_effective_context,
+        proxy_set_header_map_pairs,
+        proxy_set_property,
+        proxy_set_shared_data,
+        proxy_set_tick_period_milliseconds,
+    );
+
+    fn reset(config: &str) {
+        HOST.with(|h| {
+            *h.borrow_mut() = FakeHost {
+                now: Some(1_000_000),
+                tick: 1_000_000,
+                ..FakeHost::default()
+            };
+            h.borrow_mut().buffers[host::BUFFER_PLUGIN_CONFIGURATION as usize] =
+                Some(config.as_bytes().to_vec());
+        });
+    }
+
+    fn host<R>(f: impl FnOnce(&mut FakeHost) -> R) -> R {
+        HOST.with(|h| f(&mut h.borrow_mut()))
+    }
+
+    fn configure(config: &str) -> (Root, bool) {
+        reset(config);
+        let mut root = Root {
+            context_id: 1,
+            map: Rc::new(OpMap::empty()),
+            options: Options::default(),
+            shared: Rc::new(Shared::new(Sampler::new(1.0, 0))),
+        };
+        let ok = root.on_configure(config.len());
+        (root, ok)
+    }
+
+    const CONFIG: &str = r#"{"operations": [{"grpc_path": "/wirelens.v1.Hello/SayHello",
+        "operation": "hello.SayHello", "streaming": "unary"}]}"#;
+
+    /// One unary gRPC call through every callback; returns the host calls
+    /// made by the stream.
+    fn grpc_call(root: &Root, complete: bool) -> usize {
+        let req = serialize(&[
+            (":method", "POST"),
+            (":path", "/wirelens.v1.Hello/SayHello"),
+            ("content-type", "application/grpc"),
+        ]);
+        let body = encode_frame(0, b"hi");
+        host(|h| {
+            h.maps[host::MAP_REQUEST_HEADERS as usize] = Some(req);
+            h.maps[host::MAP_RESPONSE_HEADERS as usize] = Some(serialize(&[
+                (":status", "200"),
+                ("content-type", "application/grpc"),
+            ]));
+            h.maps[host::MAP_RESPONSE_TRAILERS as usize] = Some(serialize(&[("grpc-status", "0")]));
+            h.buffers[host::BUFFER_REQUEST_BODY as usize] = Some(body.clone());
+            h.buffers[host::BUFFER_RESPONSE_BODY as usize] = Some(body.clone());
+        });
+        let before = host(|h| h.calls);
+        let mut s = root.create_http_context(2).unwrap();
+        s.on_http_request_headers(3, false);
+        s.on_http_request_body(body.len(), true);
+        s.on_http_response_headers(2, false);
+        s.on_http_response_body(body.len(), false);
+        if complete {
+            s.on_http_response_trailers(1);
+        }
+        s.on_log();
+        host(|h| h.calls) - before
+    }
+
+    fn take_properties() -> Vec<(String, Vec<u8>)> {
+        host(|h| std::mem::take(&mut h.properties))
+    }
+
+    #[test]
+    fn publishes_exactly_three_properties() {
+        let (root, ok) = configure(CONFIG);
+        assert!(ok);
+        grpc_call(&root, true);
+        let props = take_properties();
+        let names: Vec<&str> = props.iter().map(|p| p.0.as_str()).collect();
+        assert_eq!(names, PROPERTIES);
+        let record = std::str::from_utf8(&props[0].1).unwrap();
+        assert!(
+            record.starts_with(
+                r#"{"wirelens.protocol":"grpc","wirelens.operation":"hello.SayHello","#
+            ),
+            "{record}"
+        );
+        assert!(record.contains(r#""rpc.grpc.status_code":0,"#), "{record}");
+        assert!(record.contains(r#""wirelens.request.messages":1,"wirelens.response.messages":1,"#));
+        // Clock: start 1 ms, request end 2 ms, response headers 3 ms, end 4 ms.
+        assert!(record.ends_with(r#""wirelens.time_to_first_byte_us":2000,"wirelens.duration_us":3000,"wirelens.request.duration_us":1000,"wirelens.malformed":0}"#), "{record}");
+        assert_eq!(props[1].1, b"grpc");
+        assert_eq!(props[2].1, b"hello.SayHello");
+    }
+
+    #[test]
+    fn log_phase_fallback() {
+        let (root, _) = configure(CONFIG);
+        grpc_call(&root, false);
+        let props = take_properties();
+        assert_eq!(props.len(), 3);
+        let record = std::str::from_utf8(&props[0].1).unwrap();
+        // Start 1 ms, request end 2 ms, response headers 3 ms, on_log 4 ms.
+        assert!(record.ends_with(r#""wirelens.time_to_first_byte_us":2000,"wirelens.duration_us":3000,"wirelens.request.duration_us":1000,"wirelens.malformed":0}"#), "{record}");
+        assert!(!record.contains("rpc.grpc.status_code"));
+    }
+
+    #[test]
+    fn sample_rate_zero_does_nothing() {
+        let (root, ok) = configure(r#"{"sample_rate": 0}"#);
+        assert!(ok);
+        for _ in 0..100 {
+            assert_eq!(grpc_call(&root, true), 0, "host calls of an unsampled call");
+        }
+        assert!(take_properties().is_empty());
+    }
+
+    #[test]
+    fn sample_rate_one_always_and_fraction_sometimes() {
+        let (root, _) = configure(r#"{"sample_rate": 1}"#);
+        for _ in 0..100 {
+            grpc_call(&root, true);
+        }
+        assert_eq!(take_properties().len(), 300);
+
+        let (root, _) = configure(r#"{"sample_rate": 0.25}"#);
+        let n = 2000;
+        for _ in 0..n {
+            grpc_call(&root, true);
+        }
+        let props = take_properties();
+        assert_eq!(props.len() % 3, 0);
+        let published = props.len() / 3;
+        assert!((400..600).contains(&published), "{published} of {n}");
+        assert!(std::str::from_utf8(&props[0].1)
+            .unwrap()
+            .ends_with(r#","wirelens.sample_rate":0.25}"#));
+    }
+
+    #[test]
+    fn invalid_configuration_is_refused_with_its_field() {
+        let (_, ok) = configure(r#"{"sample_rate": 1.5}"#);
+        assert!(!ok);
+        assert_eq!(
+            host(|h| h.logs.clone()),
+            ["wirelens: invalid plugin configuration: sample_rate: must be a number in [0, 1], got 1.5"]
+        );
+        let (_, ok) = configure(r#"{"optional_fields": ["sizes"]}"#);
+        assert!(!ok);
+        let (root, ok) = configure(r#"{"optional_fields": [], "rest_transcoded": true}"#);
+        assert!(ok);
+        assert!(root.options.rest_transcoded);
     }
 }

@@ -1,0 +1,402 @@
+//! The plugin configuration: the operation map plus the publishing options
+//! (`sample_rate`, `optional_fields`, `rest_transcoded`).
+//!
+//! Parsed once, at configure time. Errors name the offending field path
+//! (`sample_rate: must be a number in [0, 1], got 1.5`).
+
+use crate::opmap::{check_fields, err, type_name, ConfigError, OpMap};
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// A set of optional record key groups (see README, "The record").
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fields(u8);
+
+impl Fields {
+    pub const NONE: Fields = Fields(0);
+    /// `wirelens.{request,response}.message.{bytes,min,max}`.
+    pub const MESSAGE_SIZES: Fields = Fields(1);
+    /// `wirelens.{request,response}.framing.bytes`.
+    pub const FRAMING: Fields = Fields(2);
+    /// `wirelens.{request,response}.compressed_messages`.
+    pub const COMPRESSION: Fields = Fields(4);
+    /// `wirelens.request.duration_us`.
+    pub const REQUEST_DURATION: Fields = Fields(8);
+    /// `wirelens.grpc.message`.
+    pub const GRPC_MESSAGE: Fields = Fields(16);
+    pub const ALL: Fields = Fields(31);
+
+    /// The group names accepted in `optional_fields`, in documentation order.
+    pub const GROUPS: [(&'static str, Fields); 5] = [
+        ("message_sizes", Fields::MESSAGE_SIZES),
+        ("framing", Fields::FRAMING),
+        ("compression", Fields::COMPRESSION),
+        ("request_duration", Fields::REQUEST_DURATION),
+        ("grpc_message", Fields::GRPC_MESSAGE),
+    ];
+
+    /// The group named `name`, if any.
+    pub fn parse(name: &str) -> Option<Fields> {
+        Self::GROUPS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, f)| f)
+    }
+
+    /// True when every group of `other` is in `self`.
+    pub const fn contains(self, other: Fields) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    pub const fn union(self, other: Fields) -> Fields {
+        Fields(self.0 | other.0)
+    }
+
+    pub const fn without(self, other: Fields) -> Fields {
+        Fields(self.0 & !other.0)
+    }
+}
+
+impl Default for Fields {
+    fn default() -> Self {
+        Fields::ALL
+    }
+}
+
+impl fmt::Debug for Fields {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut l = f.debug_set();
+        for (name, g) in Self::GROUPS {
+            if self.contains(g) {
+                l.entry(&name);
+            }
+        }
+        l.finish()
+    }
+}
+
+/// Longest JSON text kept for the sample rate.
+const RATE_TEXT_MAX: usize = 24;
+
+/// Publishing options shared by every call of a plugin instance.
+#[derive(Clone, Copy, PartialEq)]
+pub struct Options {
+    sample_rate: f64,
+    /// JSON text of `sample_rate`, formatted once.
+    rate_text: [u8; RATE_TEXT_MAX],
+    rate_len: u8,
+    /// The optional key groups published.
+    pub fields: Fields,
+    /// `rest` calls are recorded as `rest-transcoded`.
+    pub rest_transcoded: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            sample_rate: 1.0,
+            rate_text: *b"1\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+            rate_len: 1,
+            fields: Fields::ALL,
+            rest_transcoded: false,
+        }
+    }
+}
+
+impl fmt::Debug for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Options")
+            .field("sample_rate", &self.sample_rate)
+            .field("fields", &self.fields)
+            .field("rest_transcoded", &self.rest_transcoded)
+            .finish()
+    }
+}
+
+impl Options {
+    /// Sets the sample rate, clamped to [0, 1] (NaN: 1).
+    pub fn with_sample_rate(mut self, rate: f64) -> Self {
+        let rate = if rate.is_nan() {
+            1.0
+        } else {
+            rate.clamp(0.0, 1.0)
+        };
+        // -0.0 → 0.0
+        let rate = rate + 0.0;
+        // serde_json's shortest round-trip form (e.g. `0.25`, `1e-7`): the
+        // float writer is already linked in for configuration errors, so
+        // this adds no formatting code to the module.
+        let text =
+            serde_json::Number::from_f64(rate).map_or_else(|| "1".to_string(), |n| n.to_string());
+        let n = text.len().min(RATE_TEXT_MAX);
+        self.rate_text = [0; RATE_TEXT_MAX];
+        self.rate_text[..n].copy_from_slice(&text.as_bytes()[..n]);
+        self.rate_len = n as u8;
+        self.sample_rate = rate;
+        self
+    }
+
+    pub fn with_fields(mut self, fields: Fields) -> Self {
+        self.fields = fields;
+        self
+    }
+
+    pub fn with_rest_transcoded(mut self, on: bool) -> Self {
+        self.rest_transcoded = on;
+        self
+    }
+
+    pub fn sample_rate(&self) -> f64 {
+        self.sample_rate
+    }
+
+    /// The sample rate as a JSON number when it is below 1 (published as
+    /// `wirelens.sample_rate`), else `None`.
+    pub fn sample_rate_json(&self) -> Option<&str> {
+        if self.sample_rate < 1.0 {
+            std::str::from_utf8(&self.rate_text[..self.rate_len as usize]).ok()
+        } else {
+            None
+        }
+    }
+}
+
+/// The whole plugin configuration.
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    pub map: OpMap,
+    pub options: Options,
+}
+
+const TOP_FIELDS: &[&str] = &[
+    "operations",
+    "sample_rate",
+    "optional_fields",
+    "rest_transcoded",
+];
+
+impl Config {
+    /// Parses the plugin configuration (JSON). Empty or all-blank input, `{}`
+    /// and `null` give an empty map and default options. Unknown fields are
+    /// rejected at every level; the error names the offending field.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, ConfigError> {
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Self::default());
+        }
+        let value: Value = match serde_json::from_slice(bytes) {
+            Ok(v) => v,
+            Err(e) => return err("", format!("invalid JSON: {e}")),
+        };
+        let top = match &value {
+            Value::Null => return Ok(Self::default()),
+            Value::Object(m) => m,
+            v => {
+                return err(
+                    "",
+                    format!("invalid type: {}, expected an object", type_name(v)),
+                )
+            }
+        };
+        check_fields("", top, TOP_FIELDS)?;
+        let map = OpMap::from_operations(top.get("operations"))?;
+        let options = parse_options(top)?;
+        Ok(Config { map, options })
+    }
+}
+
+fn parse_options(top: &Map<String, Value>) -> Result<Options, ConfigError> {
+    let mut options = Options::default();
+    match top.get("sample_rate") {
+        None | Some(Value::Null) => {}
+        Some(v) => match v.as_f64() {
+            Some(r) if (0.0..=1.0).contains(&r) => options = options.with_sample_rate(r),
+            _ => {
+                return err(
+                    "sample_rate",
+                    format!("must be a number in [0, 1], got {v}"),
+                )
+            }
+        },
+    }
+    match top.get("optional_fields") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(names)) => {
+            let mut fields = Fields::NONE;
+            for (i, v) in names.iter().enumerate() {
+                let Value::String(name) = v else {
+                    return err(
+                        format!("optional_fields[{i}]"),
+                        format!("invalid type: {}, expected a string", type_name(v)),
+                    );
+                };
+                match Fields::parse(name) {
+                    Some(g) => fields = fields.union(g),
+                    None => {
+                        let all: Vec<&str> = Fields::GROUPS.iter().map(|g| g.0).collect();
+                        return err(
+                            format!("optional_fields[{i}]"),
+                            format!(
+                                "unknown group {name:?}, expected one of: {}",
+                                all.join(", ")
+                            ),
+                        );
+                    }
+                }
+            }
+            options.fields = fields;
+        }
+        Some(v) => {
+            return err(
+                "optional_fields",
+                format!("invalid type: {}, expected an array", type_name(v)),
+            )
+        }
+    }
+    match top.get("rest_transcoded") {
+        None | Some(Value::Null) => {}
+        Some(Value::Bool(b)) => options.rest_transcoded = *b,
+        Some(v) => {
+            return err(
+                "rest_transcoded",
+                format!("invalid type: {}, expected a boolean", type_name(v)),
+            )
+        }
+    }
+    Ok(options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(s: &str) -> Config {
+        Config::from_json(s.as_bytes()).unwrap()
+    }
+
+    fn bad(s: &str) -> String {
+        Config::from_json(s.as_bytes()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults() {
+        for s in [
+            "",
+            "{}",
+            "null",
+            r#"{"sample_rate": null, "optional_fields": null}"#,
+        ] {
+            let c = cfg(s);
+            assert_eq!(c.options, Options::default(), "{s}");
+            assert_eq!(c.options.sample_rate(), 1.0);
+            assert_eq!(c.options.sample_rate_json(), None);
+            assert_eq!(c.options.fields, Fields::ALL);
+            assert!(!c.options.rest_transcoded);
+        }
+    }
+
+    #[test]
+    fn options() {
+        let c = cfg(
+            r#"{"sample_rate": 0.25, "optional_fields": ["framing", "grpc_message", "framing"],
+                       "rest_transcoded": true, "operations": []}"#,
+        );
+        assert_eq!(c.options.sample_rate(), 0.25);
+        assert_eq!(c.options.sample_rate_json(), Some("0.25"));
+        assert_eq!(
+            c.options.fields,
+            Fields::FRAMING.union(Fields::GRPC_MESSAGE)
+        );
+        assert!(c.options.rest_transcoded);
+        assert_eq!(
+            cfg(r#"{"optional_fields": []}"#).options.fields,
+            Fields::NONE
+        );
+        assert_eq!(
+            cfg(r#"{"sample_rate": 0}"#).options.sample_rate_json(),
+            Some("0.0")
+        );
+        assert_eq!(
+            cfg(r#"{"sample_rate": 1}"#).options.sample_rate_json(),
+            None
+        );
+        assert_eq!(cfg(r#"{"sample_rate": 1.0}"#).options.sample_rate(), 1.0);
+        assert_eq!(
+            cfg(r#"{"sample_rate": 1e-7}"#).options.sample_rate_json(),
+            Some("1e-7")
+        );
+        let tiny = cfg(r#"{"sample_rate": 1.2345678901234567e-300}"#).options;
+        let text = tiny.sample_rate_json().unwrap();
+        assert_eq!(text.parse::<f64>().unwrap(), tiny.sample_rate());
+        for (name, g) in Fields::GROUPS {
+            let c = cfg(&format!(r#"{{"optional_fields": ["{name}"]}}"#));
+            assert_eq!(c.options.fields, g);
+        }
+        assert_eq!(format!("{:?}", Fields::FRAMING), "{\"framing\"}");
+    }
+
+    #[test]
+    fn option_errors() {
+        assert_eq!(
+            bad(r#"{"sample_rate": 1.5}"#),
+            "sample_rate: must be a number in [0, 1], got 1.5"
+        );
+        assert_eq!(
+            bad(r#"{"sample_rate": -0.1}"#),
+            "sample_rate: must be a number in [0, 1], got -0.1"
+        );
+        assert_eq!(
+            bad(r#"{"sample_rate": "0.5"}"#),
+            "sample_rate: must be a number in [0, 1], got \"0.5\""
+        );
+        assert_eq!(
+            bad(r#"{"sample_rate": true}"#),
+            "sample_rate: must be a number in [0, 1], got true"
+        );
+        assert_eq!(
+            bad(r#"{"optional_fields": ["framing", "sizes"]}"#),
+            "optional_fields[1]: unknown group \"sizes\", expected one of: message_sizes, framing, compression, request_duration, grpc_message"
+        );
+        assert_eq!(
+            bad(r#"{"optional_fields": "framing"}"#),
+            "optional_fields: invalid type: string, expected an array"
+        );
+        assert_eq!(
+            bad(r#"{"optional_fields": [1]}"#),
+            "optional_fields[0]: invalid type: number, expected a string"
+        );
+        assert_eq!(
+            bad(r#"{"rest_transcoded": "yes"}"#),
+            "rest_transcoded: invalid type: string, expected a boolean"
+        );
+        assert_eq!(
+            bad(r#"{"sample_rates": 1}"#),
+            "sample_rates: unknown field, expected one of: operations, sample_rate, optional_fields, rest_transcoded"
+        );
+        // Operation errors still come first and keep their paths.
+        assert!(
+            bad(r#"{"sample_rate": 2, "operations": [{"grpc_path": "x"}]}"#)
+                .starts_with("operations[0].grpc_path:")
+        );
+    }
+
+    #[test]
+    fn opmap_from_json_accepts_the_whole_configuration() {
+        let m = OpMap::from_json(
+            br#"{"sample_rate": 0.5, "rest_transcoded": true,
+                 "operations": [{"grpc_path": "/a.B/C"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(m.operations().len(), 1);
+        assert!(OpMap::from_json(br#"{"sample_rate": 7}"#).is_err());
+    }
+
+    #[test]
+    fn clamped_setter() {
+        let o = Options::default().with_sample_rate(f64::NAN);
+        assert_eq!(o.sample_rate(), 1.0);
+        let o = Options::default().with_sample_rate(-0.0);
+        assert_eq!(o.sample_rate_json(), Some("0.0"));
+        let o = Options::default().with_sample_rate(3.0);
+        assert_eq!(o.sample_rate_json(), None);
+    }
+}

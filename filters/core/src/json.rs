@@ -1,0 +1,154 @@
+//! A minimal compact-JSON object writer into a reused `String`.
+//!
+//! No spaces; strings escaped per RFC 8259 (`"` and `\` backslash-escaped,
+//! every control character U+0000–U+001F as `\u00XX`); integers in decimal.
+//! Input strings are `&str`, so the output is always valid UTF-8 (invalid
+//! bytes were already replaced by U+FFFD where the text was decoded).
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Appends `s` escaped (without the surrounding quotes).
+pub fn push_escaped(out: &mut String, s: &str) {
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: &str = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        // `i` is at an ASCII byte, so both ends are char boundaries.
+        if let Some(run) = s.get(start..i) {
+            out.push_str(run);
+        }
+        if esc.is_empty() {
+            out.push_str("\\u00");
+            out.push(HEX[(b >> 4) as usize] as char);
+            out.push(HEX[(b & 15) as usize] as char);
+        } else {
+            out.push_str(esc);
+        }
+        start = i + 1;
+    }
+    if let Some(run) = s.get(start..) {
+        out.push_str(run);
+    }
+}
+
+/// Appends `n` in decimal.
+pub fn push_u64(out: &mut String, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &buf[i..] {
+        out.push(d as char);
+    }
+}
+
+/// Writes one JSON object member by member.
+pub struct ObjectWriter<'a> {
+    out: &'a mut String,
+    empty: bool,
+}
+
+impl<'a> ObjectWriter<'a> {
+    /// Starts an object at the end of `out`.
+    pub fn new(out: &'a mut String) -> Self {
+        out.push('{');
+        Self { out, empty: true }
+    }
+
+    /// `key` must not need escaping (the record's keys are fixed ASCII).
+    fn key(&mut self, key: &str) {
+        if !self.empty {
+            self.out.push(',');
+        }
+        self.empty = false;
+        self.out.push('"');
+        self.out.push_str(key);
+        self.out.push_str("\":");
+    }
+
+    pub fn string(&mut self, key: &str, value: &str) {
+        self.key(key);
+        self.out.push('"');
+        push_escaped(self.out, value);
+        self.out.push('"');
+    }
+
+    pub fn number(&mut self, key: &str, value: u64) {
+        self.key(key);
+        push_u64(self.out, value);
+    }
+
+    /// A member whose value is already JSON text.
+    pub fn raw(&mut self, key: &str, json: &str) {
+        self.key(key);
+        self.out.push_str(json);
+    }
+
+    pub fn finish(self) {
+        self.out.push('}');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn esc(s: &str) -> String {
+        let mut o = String::new();
+        push_escaped(&mut o, s);
+        o
+    }
+
+    #[test]
+    fn escaping() {
+        assert_eq!(esc(""), "");
+        assert_eq!(esc("plain"), "plain");
+        assert_eq!(esc("a\"b\\c"), "a\\\"b\\\\c");
+        assert_eq!(
+            esc("l1\nl2\r\t\u{0}\u{1f}"),
+            "l1\\u000al2\\u000d\\u0009\\u0000\\u001f"
+        );
+        assert_eq!(esc("café ✓ \u{fffd} \u{7f}"), "café ✓ \u{fffd} \u{7f}");
+        let long = "x\"".repeat(1000);
+        assert_eq!(esc(&long).len(), 3000);
+        // Round trip through a real JSON parser.
+        let nasty = "q\"b\\s/\u{8}\u{c}\n\r\t\u{1}é\u{fffd}";
+        let mut o = String::new();
+        let mut w = ObjectWriter::new(&mut o);
+        w.string("k", nasty);
+        w.finish();
+        let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+        assert_eq!(v["k"], nasty);
+    }
+
+    #[test]
+    fn numbers_and_objects() {
+        let mut o = String::new();
+        for n in [0u64, 7, 1234567890, u64::MAX] {
+            push_u64(&mut o, n);
+            o.push(' ');
+        }
+        assert_eq!(o, "0 7 1234567890 18446744073709551615 ");
+        let mut o = String::new();
+        ObjectWriter::new(&mut o).finish();
+        assert_eq!(o, "{}");
+        let mut o = String::new();
+        let mut w = ObjectWriter::new(&mut o);
+        w.number("a", 1);
+        w.string("b", "x");
+        w.raw("c", "0.25");
+        w.finish();
+        assert_eq!(o, r#"{"a":1,"b":"x","c":0.25}"#);
+    }
+}
