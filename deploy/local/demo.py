@@ -25,12 +25,19 @@ sys.path.insert(0, str(ROOT / "queries"))
 import saved  # noqa: E402  (queries/saved.py)
 import stack  # noqa: E402
 
-PROTOCOLS = ("rest", "grpc", "grpc-web")
+# (protocol as the filter records it, loadgen's -protocol, the Envoy listener's port setting)
+PROTOCOLS = (
+    ("rest", "rest", "WIRELENS_ENVOY_PORT"),
+    ("rest-transcoded", "rest", "WIRELENS_ENVOY_TRANSCODE_PORT"),
+    ("grpc", "grpc", "WIRELENS_ENVOY_PORT"),
+    ("grpc-web", "grpc-web", "WIRELENS_ENVOY_PORT"),
+    ("grpc-web-text", "grpc-web-text", "WIRELENS_ENVOY_PORT"),
+)
 
 
-def send(settings: dict[str, str], protocol: str, operation: str, calls: int, run_id: str,
+def send(settings: dict[str, str], protocol: str, port_setting: str, operation: str, calls: int, run_id: str,
          trace_ids: Path) -> dict:
-    argv = [str(ROOT / "bin" / "loadgen"), "-target", f"127.0.0.1:{settings['WIRELENS_ENVOY_PORT']}",
+    argv = [str(ROOT / "bin" / "loadgen"), "-target", f"127.0.0.1:{settings[port_setting]}",
             "-protocol", protocol, "-operation", operation, "-n", str(calls), "-run-id", run_id,
             "-trace-ids", str(trace_ids), "-timeout", "120s"]
     result = subprocess.run(argv, capture_output=True, text=True)
@@ -64,16 +71,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = stack.load_settings()
         run_id = f"demo-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
-        trace_ids = stack.state_dir(settings) / f"{run_id}.trace-ids"
-        trace_ids.unlink(missing_ok=True)
         started = dt.datetime.now(dt.timezone.utc)
         print(f"sending {args.calls} calls of {args.operation} per protocol through Envoy "
-              f"(127.0.0.1:{settings['WIRELENS_ENVOY_PORT']}), run id {run_id}")
-        for protocol in PROTOCOLS:
-            summary = send(settings, protocol, args.operation, args.calls, run_id, trace_ids)
-            print(f"  {protocol:<9} {summary['ok']}/{summary['calls']} ok, client-side p50 "
+              f"(127.0.0.1:{settings['WIRELENS_ENVOY_PORT']}; transcoded REST on "
+              f":{settings['WIRELENS_ENVOY_TRANSCODE_PORT']}), run id {run_id}")
+        one_trace: dict[str, str] = {}
+        for recorded_as, protocol, port_setting in PROTOCOLS:
+            trace_ids = stack.state_dir(settings) / f"{run_id}.{recorded_as}.trace-ids"
+            summary = send(settings, protocol, port_setting, args.operation, args.calls, run_id, trace_ids)
+            one_trace[recorded_as] = trace_ids.read_text().splitlines()[0].split("\t")[1]
+            trace_ids.unlink()
+            print(f"  {recorded_as:<15} {summary['ok']}/{summary['calls']} ok, client-side p50 "
                   f"{summary['p50_ms']:.2f} ms, p99 {summary['p99_ms']:.2f} ms")
-        wait_for_rows(settings, run_id, {p: args.calls for p in PROTOCOLS})
+        wait_for_rows(settings, run_id, {p: args.calls for p, _, _ in PROTOCOLS})
 
         http_url = f"http://127.0.0.1:{settings['WIRELENS_CLICKHOUSE_HTTP_PORT']}"
         params = {**saved.window(dt.datetime.now(dt.timezone.utc) - started + dt.timedelta(minutes=1)),
@@ -82,14 +92,16 @@ def main(argv: list[str] | None = None) -> int:
         print(saved.run(http_url, saved.saved_query("latency_bytes_by_operation"), params,
                         "PrettyCompactMonoBlock"))
 
-        protocol, trace_id = trace_ids.read_text().splitlines()[0].split("\t")
         jaeger = f"http://127.0.0.1:{settings['WIRELENS_JAEGER_QUERY_PORT']}"
         print("where to look:")
         print(f"  ClickHouse HTTP   {http_url}/play  (e.g. SELECT * FROM wirelens.requests LIMIT 10)")
         print(f"  saved query       .venv/bin/python queries/saved.py latency_bytes_by_operation --run-id {run_id}")
         print(f"  Jaeger API        {jaeger}/api/services")
-        print(f"  one {protocol} call   trace id {trace_id}")
-        print(f"                    curl -s {jaeger}/api/traces/{trace_id} | python3 -m json.tool")
+        print("  one call per protocol, by trace id:")
+        for protocol, trace_id in one_trace.items():
+            print(f"    {protocol:<15} {trace_id}")
+        example = one_trace["grpc-web"]
+        print(f"  its span:         curl -s {jaeger}/api/traces/{example} | python3 -m json.tool")
         print("  the stack keeps running: `make status`, `make down`")
     except (stack.StackError, saved.QueryError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -7,6 +7,7 @@ missing. The stack is torn down even when a test fails.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import secrets
@@ -129,6 +130,17 @@ def call_grpc_web(settings, run_id: str, tp: str) -> bytes:
     return body
 
 
+def call_grpc_web_text(settings, run_id: str, tp: str) -> bytes:
+    conn = http.client.HTTPConnection("127.0.0.1", int(settings["WIRELENS_ENVOY_PORT"]), timeout=10)
+    conn.request("POST", "/wirelens.v1.Hello/SayHello", body=base64.b64encode(grpc_frame(HELLO_REQUEST)),
+                 headers={"content-type": "application/grpc-web-text", "x-grpc-web": "1",
+                          "accept": "application/grpc-web-text", "x-wirelens-run": run_id, "traceparent": tp})
+    response = conn.getresponse()
+    body = response.read()
+    assert response.status == 200, body
+    return body
+
+
 def call_grpc(settings, run_id: str, tp: str) -> bytes:
     with grpc.insecure_channel(f"127.0.0.1:{settings['WIRELENS_ENVOY_PORT']}") as channel:
         say_hello = channel.unary_unary("/wirelens.v1.Hello/SayHello")  # raw bytes both ways
@@ -158,6 +170,13 @@ def test_known_message_bytes_status_and_span(local_stack):
     trailer = web_body[len(grpc_frame(HELLO_REPLY)):]
     assert trailer[0] == 0x80 and b"grpc-status:0" in trailer.replace(b" ", b"")
 
+    trace_ids["grpc-web-text"], tp = traceparent()
+    text_body = call_grpc_web_text(settings, run_id, tp)
+    # Each frame may be base64-padded on its own: decode frame by frame.
+    decoded = b"".join(base64.b64decode(chunk + b"=" * (-len(chunk) % 4))
+                       for chunk in text_body.replace(b"\r\n", b"").split(b"=") if chunk)
+    assert decoded.startswith(grpc_frame(HELLO_REPLY)), decoded
+
     # What each side sent and received, counted here, independently of the filter:
     # body bytes, messages, message payload bytes and framing bytes, each way.
     request, reply = len(HELLO_REQUEST), len(HELLO_REPLY)
@@ -167,6 +186,9 @@ def test_known_message_bytes_status_and_span(local_stack):
         "rest-transcoded": ((len(REST_REQUEST), len(REST_REPLY)), (0, 0), (0, 0), (0, 0), "0"),
         "grpc": ((request + 5, reply + 5), (1, 1), (request, reply), (5, 5), "0"),
         "grpc-web": ((request + 5, len(web_body)), (1, 1), (request, reply), (5, len(web_body) - reply), "0"),
+        # Body bytes are the base64 text; payload and framing count the decoded stream.
+        "grpc-web-text": ((len(base64.b64encode(grpc_frame(HELLO_REQUEST))), len(text_body)), (1, 1),
+                          (request, reply), (5, len(decoded) - reply), "0"),
     }
     columns = ("protocol, (request_body_bytes, response_body_bytes), (request_messages, response_messages), "
                "(request_message_bytes, response_message_bytes), (request_framing_bytes, response_framing_bytes), "

@@ -1,0 +1,44 @@
+"""Real Envoy 1.40 against the shipped config: it loads, and refuses a bad plugin configuration loudly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, stack
+
+sys.path.insert(0, str(ROOT / "envoy"))
+import render  # noqa: E402
+
+WASM = ROOT / "build" / "wirelens_filter.wasm"
+DESCRIPTORS = ROOT / "build" / "proto" / "wirelens.pb"
+OPMAP = ROOT / "build" / "opmap.json"
+
+
+def validate(tmp_path, plugin_config: str) -> subprocess.CompletedProcess:
+    config = tmp_path / "envoy.yaml"
+    config.write_text(render.render(stack.load_settings({}), WASM, plugin_config, DESCRIPTORS))
+    return subprocess.run([str(stack.envoy_binary()), "--mode", "validate", "-c", str(config),
+                           "--disable-hot-restart", "--log-level", "error"],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_shipped_config_validates(tmp_path):
+    result = validate(tmp_path, OPMAP.read_text())
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("bad_config, field", [
+    ({"sample_rate": 2}, "sample_rate: must be a number in [0, 1], got 2"),
+    ({"optional_fields": ["sizes"]}, "optional_fields[0]"),
+    ({"operations": [{"grpc_path": "/a.B/C", "streaming": "uni"}]}, "operations[0].streaming"),
+    ({"sampel_rate": 1}, "sampel_rate"),
+])
+def test_invalid_plugin_config_is_refused_naming_the_field(tmp_path, bad_config, field):
+    result = validate(tmp_path, json.dumps(bad_config))
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert "invalid plugin configuration" in output and field in output, output
