@@ -93,3 +93,43 @@ def test_hello_proto_end_to_end():
             text = fh.read()
     assert json.loads(text) == HELLO_OPMAP
     assert text.endswith("}\n")
+
+
+# Every operation of proto/wirelens/v1: (operation, streaming, [(method, pattern)]).
+ALL_OPERATIONS = [
+    ("catalog.GetProduct", "unary", [("GET", "/v1/products/{id}")]),
+    ("catalog.ListProducts", "unary", [("GET", "/v1/products")]),
+    ("echo.BiStream", "bidi", []),
+    ("echo.ServerStream", "server", []),
+    ("echo.Unary", "unary", [("GET", "/v1/echo")]),
+    ("hello.SayHello", "unary", [("POST", "/v1/hello")]),
+    ("hello.SayHelloBig", "unary", [("POST", "/v1/hello-big")]),
+    ("math.CalculateFactorial", "unary", [("POST", "/v1/factorial")]),
+    ("people.Register", "unary", [("POST", "/v1/person")]),
+    ("people.RegisterBatch", "client", []),
+]
+
+
+def test_all_protos_end_to_end():
+    """The operation map of every proto under proto/wirelens (E1-E5's services);
+    every unary method has a REST route, no streaming one has."""
+    grpc_tools = pytest.importorskip("grpc_tools")
+    import google.api
+    wkt = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+    gapi = os.path.dirname(os.path.dirname(list(google.api.__path__)[0]))
+    protos = sorted(os.path.relpath(os.path.join(d, f), HERE)
+                    for d, _, files in os.walk(os.path.join(HERE, "wirelens"))
+                    for f in files if f.endswith(".proto"))
+    with tempfile.TemporaryDirectory() as tmp:
+        pb = os.path.join(tmp, "wirelens.pb")
+        subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I", HERE, "-I", wkt, "-I", gapi,
+                        "--include_imports", f"--descriptor_set_out={pb}", *protos],
+                       check=True, cwd=HERE)
+        with open(pb, "rb") as fh:
+            doc = opmap.opmap(fh.read())
+    got = [(op["operation"], op["streaming"], [(r["method"], r["pattern"]) for r in op["http_rules"]])
+           for op in doc["operations"]]
+    assert got == ALL_OPERATIONS
+    for op in doc["operations"]:
+        assert op["grpc_path"] == f"/{op['rpc_service']}/{op['rpc_method']}"
+        assert op["rpc_service"].startswith("wirelens.v1.")

@@ -1,5 +1,6 @@
-// Command grpc-server serves wirelens.v1.Hello over gRPC (h2c), with the
-// standard health service (grpc.health.v1) and server reflection.
+// Command grpc-server serves the wirelens.v1 services (Hello, Math, People,
+// Catalog, Echo) over gRPC (h2c), with the standard health service
+// (grpc.health.v1) and server reflection.
 package main
 
 import (
@@ -11,11 +12,12 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/wirelens/wirelens/services/internal/cli"
+	"github.com/wirelens/wirelens/services/internal/domain"
 	"github.com/wirelens/wirelens/services/internal/grpcserver"
-	"github.com/wirelens/wirelens/services/internal/hello"
 )
 
 func main() {
@@ -38,8 +40,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	grace := fs.Duration("shutdown-timeout", 10*time.Second, "how long to drain open RPCs on SIGINT/SIGTERM before a hard stop")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: grpc-server [flags]\n\n"+
-			"Serves wirelens.v1.Hello (SayHello, SayHelloBig), grpc.health.v1.Health\n"+
-			"and server reflection over gRPC (plaintext HTTP/2).\n\nFlags:\n")
+			"Serves %s,\ngrpc.health.v1.Health and server reflection over gRPC (plaintext HTTP/2).\n\nFlags:\n",
+			strings.Join(grpcserver.ServiceNames, ", "))
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -53,7 +55,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", *listen, err)
 	}
-	srv, hs := grpcserver.New(hello.New())
+	srv, hs := grpcserver.New(domain.New())
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wirelens/wirelens/services/internal/hello"
+	"github.com/wirelens/wirelens/services/internal/domain"
 	"github.com/wirelens/wirelens/services/internal/restserver"
 )
 
@@ -20,7 +20,8 @@ func TestExitCodes(t *testing.T) {
 	if rc := run(context.Background(), []string{"-help"}, &out, &errb); rc != 0 {
 		t.Fatalf("-help rc = %d", rc)
 	}
-	for _, f := range []string{"-target", "-protocol", "-operation", "-n", "-name", "-concurrency", "-trace-ids", "-timeout"} {
+	for _, f := range []string{"-target", "-protocol", "-operation", "-n", "-name", "-concurrency", "-trace-ids", "-timeout",
+		"-run-id", "-messages", "-count", "-id", "-content", "-number"} {
 		if !strings.Contains(errb.String(), f+" ") {
 			t.Errorf("-help does not explain %s", f)
 		}
@@ -34,7 +35,7 @@ func TestExitCodes(t *testing.T) {
 }
 
 func TestRESTRunWritesSummaryAndTraceIDs(t *testing.T) {
-	h, err := restserver.NewHandler(hello.New())
+	h, err := restserver.NewHandler(domain.New())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,6 @@
-// Command rest-server serves the Hello operations as REST/JSON over HTTP/1.1
-// and h2c (POST /v1/hello, POST /v1/hello-big, GET /healthz).
+// Command rest-server serves every google.api.http route of the wirelens
+// protos (Hello, Math, People, Catalog, Echo) over HTTP/1.1 and h2c, as JSON
+// or, on request, protobuf; plus GET /healthz.
 package main
 
 import (
@@ -15,7 +16,8 @@ import (
 	"time"
 
 	"github.com/wirelens/wirelens/services/internal/cli"
-	"github.com/wirelens/wirelens/services/internal/hello"
+	"github.com/wirelens/wirelens/services/internal/domain"
+	"github.com/wirelens/wirelens/services/internal/ops"
 	"github.com/wirelens/wirelens/services/internal/restserver"
 )
 
@@ -39,9 +41,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	grace := fs.Duration("shutdown-timeout", 10*time.Second, "how long to drain open requests on SIGINT/SIGTERM")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: rest-server [flags]\n\n"+
-			"Serves the Hello operations as REST/JSON over HTTP/1.1 and h2c:\n"+
-			"  POST /v1/hello, POST /v1/hello-big  body {\"name\":\"...\"}\n"+
-			"  GET /healthz                         200 ok\n\nFlags:\n")
+			"Serves the wirelens operations over HTTP/1.1 and h2c. Bodies are proto3 JSON;\n"+
+			"Accept: application/protobuf answers protobuf, Content-Type: application/protobuf\n"+
+			"sends it. Routes (from the protos' google.api.http annotations):\n")
+		for _, op := range ops.All() {
+			for _, r := range op.HTTPRules {
+				fmt.Fprintf(fs.Output(), "  %-6s %-20s %s\n", r.Method, r.Pattern, op.Name)
+			}
+		}
+		fmt.Fprintf(fs.Output(), "  %-6s %-20s %s\n\nFlags:\n", "GET", "/healthz", "200 ok")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -51,7 +59,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 
-	h, err := restserver.NewHandler(hello.New())
+	h, err := restserver.NewHandler(domain.New())
 	if err != nil {
 		return fmt.Errorf("building routes: %w", err)
 	}

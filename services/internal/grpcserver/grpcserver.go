@@ -1,71 +1,45 @@
-// Package grpcserver is the gRPC transport of the Hello service: the
-// wirelens.v1.Hello implementation, plus the standard health service
-// (grpc.health.v1) and server reflection.
+// Package grpcserver is the gRPC transport of the wirelens services: the
+// wirelens.v1 Hello, Math, People, Catalog and Echo implementations on top of
+// the domain packages, plus the standard health service (grpc.health.v1) and
+// server reflection.
 package grpcserver
 
 import (
-	"context"
-
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
-	"google.golang.org/grpc/status"
 
 	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
-	"github.com/wirelens/wirelens/services/internal/hello"
+	"github.com/wirelens/wirelens/services/internal/domain"
 )
 
-// HelloServer implements wirelensv1.HelloServer on top of the domain logic.
-type HelloServer struct {
-	wirelensv1.UnimplementedHelloServer
-	svc *hello.Service
+// ServiceNames are the wirelens gRPC services New registers.
+var ServiceNames = []string{
+	wirelensv1.Hello_ServiceDesc.ServiceName,
+	wirelensv1.Math_ServiceDesc.ServiceName,
+	wirelensv1.People_ServiceDesc.ServiceName,
+	wirelensv1.Catalog_ServiceDesc.ServiceName,
+	wirelensv1.Echo_ServiceDesc.ServiceName,
 }
 
-var _ wirelensv1.HelloServer = (*HelloServer)(nil)
-
-// NewHelloServer returns the gRPC implementation of Hello.
-func NewHelloServer(svc *hello.Service) *HelloServer {
-	return &HelloServer{svc: svc}
-}
-
-// SayHello implements wirelens.v1.Hello/SayHello.
-func (s *HelloServer) SayHello(ctx context.Context, req *wirelensv1.HelloRequest) (*wirelensv1.HelloReply, error) {
-	msg, err := s.svc.SayHello(ctx, req.GetName())
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	return &wirelensv1.HelloReply{Message: msg}, nil
-}
-
-// SayHelloBig implements wirelens.v1.Hello/SayHelloBig.
-func (s *HelloServer) SayHelloBig(ctx context.Context, req *wirelensv1.HelloRequest) (*wirelensv1.HelloBigReply, error) {
-	rep, err := s.svc.SayHelloBig(ctx, req.GetName())
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	return &wirelensv1.HelloBigReply{Message: rep.Message, DataList: rep.DataList}, nil
-}
-
-func toStatus(err error) error {
-	if st := status.FromContextError(err); st.Code() != codes.Unknown {
-		return st.Err()
-	}
-	return status.Errorf(codes.Internal, "hello: %v", err)
-}
-
-// New returns a gRPC server with Hello, health and reflection registered, and
-// the health server (every service SERVING), so that shutdown can flip it to
-// NOT_SERVING before draining.
-func New(svc *hello.Service, opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
+// New returns a gRPC server with every wirelens service, health and
+// reflection registered, and the health server (every service SERVING), so
+// that shutdown can flip it to NOT_SERVING before draining.
+func New(svc *domain.Services, opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
 	srv := grpc.NewServer(opts...)
-	wirelensv1.RegisterHelloServer(srv, NewHelloServer(svc))
+	wirelensv1.RegisterHelloServer(srv, NewHelloServer(svc.Hello))
+	wirelensv1.RegisterMathServer(srv, NewMathServer(svc.Math))
+	wirelensv1.RegisterPeopleServer(srv, NewPeopleServer(svc.People))
+	wirelensv1.RegisterCatalogServer(srv, NewCatalogServer(svc.Catalog))
+	wirelensv1.RegisterEchoServer(srv, NewEchoServer(svc.Echo))
 
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus(wirelensv1.Hello_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	for _, name := range ServiceNames {
+		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
 
 	reflection.Register(srv)
 	return srv, hs

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,63 +14,65 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/wirelens/wirelens/services/internal/grpcweb"
+	"github.com/wirelens/wirelens/services/internal/restapi"
 )
 
 // maxResponseBytes bounds a response body read by the HTTP/1.1 callers.
 const maxResponseBytes = 64 << 20
 
+// maxGRPCMessageBytes bounds one gRPC message received (ListProducts(10000)
+// is about 5 MB).
+const maxGRPCMessageBytes = 64 << 20
+
 // RunHeader carries the run id; the wirelens Envoy config records it with every call.
 const RunHeader = "x-wirelens-run"
 
-// caller performs one call of the workload over one protocol.
+// callStats counts the messages of one call: 1 and 1 for unary calls, the
+// stream's messages for streaming ones.
+type callStats struct {
+	sent, received int
+}
+
+// caller performs call i (0-based) of the workload over one protocol.
 type caller interface {
-	call(ctx context.Context, traceparent string) error
+	call(ctx context.Context, i int64, traceparent string) (callStats, error)
 	close() error
 }
 
 func newCaller(cfg Config, w *workload) (caller, error) {
 	switch cfg.Protocol {
-	case ProtocolREST:
-		method, path, err := w.restRoute()
-		if err != nil {
-			return nil, err
-		}
-		return &restCaller{
-			httpCaller: newHTTPCaller(cfg),
-			runID:      cfg.RunID,
-			method:     method,
-			url:        "http://" + cfg.Target + path,
-			w:          w,
-		}, nil
+	case ProtocolREST, ProtocolRESTProto:
+		return newRESTCaller(cfg, w)
 	case ProtocolGRPC:
 		conn, err := grpc.NewClient(cfg.Target,
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithUserAgent(userAgent))
+			grpc.WithUserAgent(userAgent),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxGRPCMessageBytes)))
 		if err != nil {
 			return nil, fmt.Errorf("creating gRPC client for %s: %w", cfg.Target, err)
 		}
 		return &grpcCaller{conn: conn, runID: cfg.RunID, w: w}, nil
 	case ProtocolGRPCWeb, ProtocolGRPCWebText:
-		msg, err := proto.Marshal(w.request)
-		if err != nil {
-			return nil, fmt.Errorf("encoding request: %w", err)
-		}
 		c := &grpcWebCaller{
 			httpCaller:  newHTTPCaller(cfg),
 			runID:       cfg.RunID,
 			url:         "http://" + cfg.Target + w.op.GRPCPath,
-			body:        grpcweb.EncodeMessage(msg),
 			contentType: grpcweb.ContentTypeProto,
+			text:        cfg.Protocol == ProtocolGRPCWebText,
 			w:           w,
 		}
-		if cfg.Protocol == ProtocolGRPCWebText {
-			c.text = true
-			c.body = grpcweb.EncodeText(c.body)
+		if c.text {
 			c.contentType = grpcweb.ContentTypeText
+		}
+		if !w.perCall {
+			body, err := c.encode(w.request(0))
+			if err != nil {
+				return nil, err
+			}
+			c.fixedBody = body
 		}
 		return c, nil
 	default:
@@ -125,30 +128,130 @@ func (h httpCaller) do(ctx context.Context, method, url, contentType string, bod
 	return resp, data, nil
 }
 
+// restCaller sends the operation's first google.api.http route, with a JSON
+// body (rest) or a protobuf body and Accept (rest-proto).
 type restCaller struct {
 	httpCaller
-	runID       string
-	method, url string
-	w           *workload
+	runID    string
+	base     string // http://host:port
+	proto    bool   // rest-proto
+	method   string
+	tmpl     restapi.Template
+	withBody bool // body "*"; otherwise the fields go to the path and query
+	w        *workload
+	fixed    *restRequest // when the request does not vary between calls
 }
 
-func (c *restCaller) call(ctx context.Context, traceparent string) error {
-	resp, body, err := c.do(ctx, c.method, c.url, "application/json", c.w.requestJSON,
-		withRunID(http.Header{"Traceparent": {traceparent}}, c.runID))
+type restRequest struct {
+	url  string
+	body []byte
+}
+
+func newRESTCaller(cfg Config, w *workload) (*restCaller, error) {
+	if len(w.op.HTTPRules) == 0 {
+		return nil, fmt.Errorf("operation %s has no google.api.http rule", w.op.Name)
+	}
+	rule := w.op.HTTPRules[0]
+	if rule.Body != "" && rule.Body != "*" {
+		return nil, fmt.Errorf("operation %s: body %q is not supported (only \"*\" or none)", w.op.Name, rule.Body)
+	}
+	t, err := restapi.ParseTemplate(rule.Pattern)
 	if err != nil {
-		return fmt.Errorf("rest %s %s: %w", c.method, c.url, err)
+		return nil, fmt.Errorf("operation %s: %w", w.op.Name, err)
+	}
+	c := &restCaller{
+		httpCaller: newHTTPCaller(cfg),
+		runID:      cfg.RunID,
+		base:       "http://" + cfg.Target,
+		proto:      cfg.Protocol == ProtocolRESTProto,
+		method:     rule.Method,
+		tmpl:       t,
+		withBody:   rule.Body == "*",
+		w:          w,
+	}
+	if !w.perCall {
+		r, err := c.build(w.request(0))
+		if err != nil {
+			return nil, err
+		}
+		c.fixed = &r
+	}
+	return c, nil
+}
+
+// build encodes req as a URL and a body.
+func (c *restCaller) build(req proto.Message) (restRequest, error) {
+	path, err := c.tmpl.Expand(req)
+	if err != nil {
+		return restRequest{}, fmt.Errorf("building the URL: %w", err)
+	}
+	r := restRequest{url: c.base + path}
+	switch {
+	case !c.withBody:
+		q, err := restapi.Query(req, c.tmpl.Vars)
+		if err != nil {
+			return restRequest{}, fmt.Errorf("building the query: %w", err)
+		}
+		if len(q) > 0 {
+			r.url += "?" + q.Encode()
+		}
+	case c.proto:
+		r.body, err = restapi.MarshalProto(req)
+	default:
+		r.body, err = restapi.MarshalJSON(req)
+	}
+	return r, err
+}
+
+func (c *restCaller) call(ctx context.Context, i int64, traceparent string) (callStats, error) {
+	req := c.w.request(i)
+	r := c.fixed
+	if r == nil {
+		built, err := c.build(req)
+		if err != nil {
+			return callStats{}, err
+		}
+		r = &built
+	}
+	name := c.protocol() + " " + c.method + " " + r.url
+	header := http.Header{"Traceparent": {traceparent}}
+	contentType := restapi.ContentTypeJSON
+	if c.proto {
+		// The Content-Type goes on bodiless requests too: it is how the
+		// wirelens filter tells rest-proto from rest.
+		contentType = restapi.ContentTypeProtobuf
+		header.Set("Accept", restapi.ContentTypeProtobuf)
+	}
+	resp, body, err := c.do(ctx, c.method, r.url, contentType, r.body, withRunID(header, c.runID))
+	if err != nil {
+		return callStats{sent: 1}, fmt.Errorf("%s: %w", name, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("rest %s %s: HTTP %d: %s", c.method, c.url, resp.StatusCode, snippet(body))
+		return callStats{sent: 1}, fmt.Errorf("%s: HTTP %d: %s", name, resp.StatusCode, snippet(body))
 	}
 	reply := c.w.newReply()
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(body, reply); err != nil {
-		return fmt.Errorf("rest %s %s: decoding JSON reply %s: %w", c.method, c.url, snippet(body), err)
+	if c.proto {
+		if ct := resp.Header.Get("Content-Type"); !restapi.IsProtobuf(ct) {
+			return callStats{sent: 1}, fmt.Errorf("%s: answered Content-Type %q, not protobuf: %s", name, ct, snippet(body))
+		}
+		err = proto.Unmarshal(body, reply)
+	} else {
+		err = restapi.UnmarshalJSON(body, reply, true)
 	}
-	if err := c.w.check(reply); err != nil {
-		return fmt.Errorf("rest %s %s: %w", c.method, c.url, err)
+	if err != nil {
+		return callStats{sent: 1}, fmt.Errorf("%s: decoding reply %s: %w", name, snippet(body), err)
 	}
-	return nil
+	if err := c.w.check(req, reply); err != nil {
+		return callStats{sent: 1, received: 1}, fmt.Errorf("%s: %w", name, err)
+	}
+	return callStats{sent: 1, received: 1}, nil
+}
+
+func (c *restCaller) protocol() string {
+	if c.proto {
+		return ProtocolRESTProto
+	}
+	return ProtocolREST
 }
 
 type grpcCaller struct {
@@ -157,75 +260,255 @@ type grpcCaller struct {
 	w     *workload
 }
 
-func (c *grpcCaller) call(ctx context.Context, traceparent string) error {
+func (c *grpcCaller) call(ctx context.Context, i int64, traceparent string) (callStats, error) {
 	ctx = metadata.AppendToOutgoingContext(ctx, "traceparent", traceparent)
 	if c.runID != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, RunHeader, c.runID)
 	}
+	var (
+		st  callStats
+		err error
+	)
+	switch c.w.op.Streaming {
+	case "unary":
+		st, err = c.unary(ctx, i)
+	case "server":
+		st, err = c.serverStream(ctx, i)
+	case "client":
+		st, err = c.clientStream(ctx, i)
+	case "bidi":
+		st, err = c.bidiStream(ctx, i)
+	default:
+		err = fmt.Errorf("unknown streaming shape %q", c.w.op.Streaming)
+	}
+	if err != nil {
+		return st, fmt.Errorf("grpc %s: %w", c.w.op.GRPCPath, err)
+	}
+	return st, nil
+}
+
+func (c *grpcCaller) unary(ctx context.Context, i int64) (callStats, error) {
+	req, reply := c.w.request(i), c.w.newReply()
+	if err := c.conn.Invoke(ctx, c.w.op.GRPCPath, req, reply); err != nil {
+		return callStats{sent: 1}, err
+	}
+	return callStats{sent: 1, received: 1}, c.w.check(req, reply)
+}
+
+func (c *grpcCaller) serverStream(ctx context.Context, i int64) (st callStats, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, c.w.op.GRPCPath)
+	if err != nil {
+		return st, err
+	}
+	req := c.w.request(i)
+	if err := stream.SendMsg(req); err != nil && !errors.Is(err, io.EOF) {
+		return st, fmt.Errorf("sending the request: %w", err)
+	}
+	st.sent = 1
+	if err := stream.CloseSend(); err != nil {
+		return st, fmt.Errorf("closing the send side: %w", err)
+	}
+	for {
+		reply := c.w.newReply()
+		err := stream.RecvMsg(reply)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return st, fmt.Errorf("after %d replies: %w", st.received, err)
+		}
+		st.received++
+		if err := c.w.check(req, reply); err != nil {
+			return st, fmt.Errorf("reply %d: %w", st.received, err)
+		}
+	}
+	if st.received != c.w.replies {
+		return st, fmt.Errorf("%d replies, want %d", st.received, c.w.replies)
+	}
+	return st, nil
+}
+
+func (c *grpcCaller) clientStream(ctx context.Context, i int64) (st callStats, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, c.w.op.GRPCPath)
+	if err != nil {
+		return st, err
+	}
+	for j := range c.w.messages {
+		if err := stream.SendMsg(c.w.message(i, j)); err != nil {
+			if errors.Is(err, io.EOF) {
+				break // the server ended the call: RecvMsg returns its status
+			}
+			return st, fmt.Errorf("sending message %d: %w", j+1, err)
+		}
+		st.sent++
+	}
+	if err := stream.CloseSend(); err != nil {
+		return st, fmt.Errorf("closing the send side: %w", err)
+	}
 	reply := c.w.newReply()
-	if err := c.conn.Invoke(ctx, c.w.op.GRPCPath, c.w.request, reply); err != nil {
-		return fmt.Errorf("grpc %s: %w", c.w.op.GRPCPath, err)
+	if err := stream.RecvMsg(reply); err != nil {
+		return st, fmt.Errorf("after %d messages: %w", st.sent, err)
 	}
-	if err := c.w.check(reply); err != nil {
-		return fmt.Errorf("grpc %s: %w", c.w.op.GRPCPath, err)
+	st.received = 1
+	return st, c.w.check(nil, reply)
+}
+
+// bidiStream sends the stream's messages from one goroutine while this one
+// reads the echoes (reading only after sending would stall both sides once
+// the flow-control windows fill), and checks that reply j answers message j.
+func (c *grpcCaller) bidiStream(ctx context.Context, i int64) (st callStats, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, c.w.op.GRPCPath)
+	if err != nil {
+		return st, err
 	}
-	return nil
+	type sendResult struct {
+		sent int
+		err  error
+	}
+	done := make(chan sendResult, 1)
+	go func() {
+		var r sendResult
+		defer func() { done <- r }()
+		for j := range c.w.messages {
+			if err := stream.SendMsg(c.w.message(i, j)); err != nil {
+				if !errors.Is(err, io.EOF) { // io.EOF: the server ended the call; RecvMsg reports why
+					r.err = fmt.Errorf("sending message %d: %w", j+1, err)
+				}
+				return
+			}
+			r.sent++
+		}
+		if err := stream.CloseSend(); err != nil {
+			r.err = fmt.Errorf("closing the send side: %w", err)
+		}
+	}()
+	var recvErr error
+	for {
+		reply := c.w.newReply()
+		err := stream.RecvMsg(reply)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			recvErr = fmt.Errorf("after %d replies: %w", st.received, err)
+			break
+		}
+		if st.received >= c.w.messages {
+			recvErr = fmt.Errorf("more replies than the %d messages sent", c.w.messages)
+			break
+		}
+		if err := c.w.check(c.w.message(i, st.received), reply); err != nil {
+			recvErr = fmt.Errorf("reply %d: %w", st.received+1, err)
+			break
+		}
+		st.received++
+	}
+	if recvErr != nil {
+		cancel() // unblocks the sender
+	}
+	r := <-done
+	st.sent = r.sent
+	switch {
+	case recvErr != nil:
+		return st, recvErr
+	case r.err != nil:
+		return st, r.err
+	case st.received != c.w.messages:
+		return st, fmt.Errorf("%d replies to %d messages", st.received, c.w.messages)
+	}
+	return st, nil
 }
 
 func (c *grpcCaller) close() error { return c.conn.Close() }
 
+// grpcWebCaller sends unary and server-streaming calls as gRPC-Web (binary
+// or text); gRPC-Web has no client streaming.
 type grpcWebCaller struct {
 	httpCaller
 	runID            string
 	url, contentType string
-	body             []byte
+	fixedBody        []byte // when the request does not vary between calls
 	text             bool
 	w                *workload
 }
 
-func (c *grpcWebCaller) call(ctx context.Context, traceparent string) error {
+func (c *grpcWebCaller) encode(req proto.Message) ([]byte, error) {
+	msg, err := proto.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("encoding request: %w", err)
+	}
+	body := grpcweb.EncodeMessage(msg)
+	if c.text {
+		body = grpcweb.EncodeText(body)
+	}
+	return body, nil
+}
+
+func (c *grpcWebCaller) call(ctx context.Context, i int64, traceparent string) (callStats, error) {
+	req := c.w.request(i)
+	body := c.fixedBody
+	if body == nil {
+		var err error
+		if body, err = c.encode(req); err != nil {
+			return callStats{}, err
+		}
+	}
+	st := callStats{sent: 1}
 	extra := withRunID(http.Header{
 		"X-Grpc-Web":  {"1"},
 		"Traceparent": {traceparent},
 		"Accept":      {c.contentType},
 	}, c.runID)
-	resp, body, err := c.do(ctx, http.MethodPost, c.url, c.contentType, c.body, extra)
+	resp, body, err := c.do(ctx, http.MethodPost, c.url, c.contentType, body, extra)
 	if err != nil {
-		return fmt.Errorf("grpc-web %s: %w", c.url, err)
+		return st, fmt.Errorf("grpc-web %s: %w", c.url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		if gs := resp.Header.Get("Grpc-Status"); gs != "" {
-			return fmt.Errorf("grpc-web %s: HTTP %d, grpc-status %s: %s", c.url, resp.StatusCode, gs, resp.Header.Get("Grpc-Message"))
+			return st, fmt.Errorf("grpc-web %s: HTTP %d, grpc-status %s: %s", c.url, resp.StatusCode, gs, resp.Header.Get("Grpc-Message"))
 		}
-		return fmt.Errorf("grpc-web %s: HTTP %d: %s", c.url, resp.StatusCode, snippet(body))
+		return st, fmt.Errorf("grpc-web %s: HTTP %d: %s", c.url, resp.StatusCode, snippet(body))
 	}
 	if c.text {
 		if body, err = grpcweb.DecodeText(body); err != nil {
-			return fmt.Errorf("grpc-web %s: %w", c.url, err)
+			return st, fmt.Errorf("grpc-web %s: %w", c.url, err)
 		}
 	}
 	r, err := grpcweb.DecodeResponse(body)
 	if err != nil {
-		return fmt.Errorf("grpc-web %s: %w", c.url, err)
+		return st, fmt.Errorf("grpc-web %s: %w", c.url, err)
 	}
+	st.received = len(r.Messages)
 	code, msg, err := grpcweb.Status(r, resp.Header)
 	if err != nil {
-		return fmt.Errorf("grpc-web %s: %w", c.url, err)
+		return st, fmt.Errorf("grpc-web %s: %w", c.url, err)
 	}
 	if code != codes.OK {
-		return fmt.Errorf("grpc-web %s: grpc-status %d (%s): %s", c.url, code, code, msg)
+		return st, fmt.Errorf("grpc-web %s: grpc-status %d (%s): %s", c.url, code, code, msg)
 	}
-	if len(r.Messages) != 1 {
-		return fmt.Errorf("grpc-web %s: %d response messages, want 1", c.url, len(r.Messages))
+	want := 1
+	if c.w.op.Streaming == "server" {
+		want = c.w.replies
 	}
-	reply := c.w.newReply()
-	if err := proto.Unmarshal(r.Messages[0], reply); err != nil {
-		return fmt.Errorf("grpc-web %s: decoding reply: %w", c.url, err)
+	if len(r.Messages) != want {
+		return st, fmt.Errorf("grpc-web %s: %d response messages, want %d", c.url, len(r.Messages), want)
 	}
-	if err := c.w.check(reply); err != nil {
-		return fmt.Errorf("grpc-web %s: %w", c.url, err)
+	for k, m := range r.Messages {
+		reply := c.w.newReply()
+		if err := proto.Unmarshal(m, reply); err != nil {
+			return st, fmt.Errorf("grpc-web %s: decoding reply %d: %w", c.url, k+1, err)
+		}
+		if err := c.w.check(req, reply); err != nil {
+			return st, fmt.Errorf("grpc-web %s: reply %d: %w", c.url, k+1, err)
+		}
 	}
-	return nil
+	return st, nil
 }
 
 func snippet(b []byte) string {

@@ -17,11 +17,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/wirelens/wirelens/services/internal/ops"
 )
 
 // Protocols loadgen speaks.
 const (
-	ProtocolREST        = "rest"          // HTTP/1.1 POST, JSON body
+	ProtocolREST        = "rest"          // HTTP/1.1, the google.api.http route, JSON
+	ProtocolRESTProto   = "rest-proto"    // as rest, application/protobuf body and Accept
 	ProtocolGRPC        = "grpc"          // grpc-go over h2c
 	ProtocolGRPCWeb     = "grpc-web"      // HTTP/1.1, application/grpc-web+proto
 	ProtocolGRPCWebText = "grpc-web-text" // HTTP/1.1, application/grpc-web-text (base64)
@@ -29,8 +32,14 @@ const (
 
 // Protocols lists the supported protocol names.
 func Protocols() []string {
-	return []string{ProtocolREST, ProtocolGRPC, ProtocolGRPCWeb, ProtocolGRPCWebText}
+	return []string{ProtocolREST, ProtocolRESTProto, ProtocolGRPC, ProtocolGRPCWeb, ProtocolGRPCWebText}
 }
+
+// Defaults of the operation parameters (used when the Config field is 0).
+const (
+	DefaultMessages = 10  // messages per client or bidi stream
+	DefaultCount    = 100 // ListProducts count, ServerStream replies
+)
 
 const userAgent = "wirelens-loadgen/1"
 
@@ -40,7 +49,12 @@ type Config struct {
 	Protocol    string        // one of Protocols()
 	Operation   string        // e.g. hello.SayHello
 	Name        string        // HelloRequest.name
-	N           int           // number of calls
+	Number      int           // FactorialRequest.number
+	ID          int           // GetProductRequest.id; 0 cycles through 1..catalog.Size
+	Count       int           // ListProducts count and ServerStream replies (0: DefaultCount)
+	Content     string        // echo content; "" means "TestContent<index>" as in E5
+	Messages    int           // messages per client or bidi stream (0: DefaultMessages)
+	N           int           // number of calls (a stream is one call)
 	Concurrency int           // calls in flight at once
 	Timeout     time.Duration // bound on the whole run
 	TraceIDs    io.Writer     // if set, gets "<protocol>\t<trace id>\n" per successful call
@@ -58,9 +72,14 @@ type Summary struct {
 	P50Ms     float64 `json:"p50_ms"`
 	P99Ms     float64 `json:"p99_ms"`
 	ElapsedS  float64 `json:"elapsed_s"`
+	// Messages sent and received over every call, successful or not: 1 each
+	// per unary call, the stream's messages for streaming calls.
+	MessagesSent     int64 `json:"messages_sent"`
+	MessagesReceived int64 `json:"messages_received"`
 }
 
-// Validate checks cfg and normalises the target (an http:// prefix is dropped).
+// Validate checks cfg, normalises the target (an http:// prefix is dropped)
+// and fills in the defaults of Count and Messages.
 func (cfg *Config) Validate() error {
 	cfg.Target = strings.TrimPrefix(cfg.Target, "http://")
 	var errs []error
@@ -72,6 +91,28 @@ func (cfg *Config) Validate() error {
 	}
 	if !slices.Contains(Operations(), cfg.Operation) {
 		errs = append(errs, fmt.Errorf("-operation must be one of %s, got %q", strings.Join(Operations(), "|"), cfg.Operation))
+	} else if slices.Contains(Protocols(), cfg.Protocol) {
+		if err := compatible(cfg.Protocol, cfg.Operation); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if cfg.Count == 0 {
+		cfg.Count = DefaultCount
+	}
+	if cfg.Messages == 0 {
+		cfg.Messages = DefaultMessages
+	}
+	if cfg.Count < 0 {
+		errs = append(errs, fmt.Errorf("-count must be positive, got %d", cfg.Count))
+	}
+	if cfg.Messages < 0 {
+		errs = append(errs, fmt.Errorf("-messages must be positive, got %d", cfg.Messages))
+	}
+	if cfg.ID < 0 {
+		errs = append(errs, fmt.Errorf("-id must be 0 (cycle) or positive, got %d", cfg.ID))
+	}
+	if cfg.Number < 0 {
+		errs = append(errs, fmt.Errorf("-number must not be negative, got %d", cfg.Number))
 	}
 	if cfg.N < 1 {
 		errs = append(errs, fmt.Errorf("-n must be at least 1, got %d", cfg.N))
@@ -85,6 +126,33 @@ func (cfg *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// compatible checks that protocol can carry operation: REST needs a
+// google.api.http route; gRPC-Web has no client streaming.
+func compatible(protocol, operation string) error {
+	op, err := ops.Lookup(operation)
+	if err != nil {
+		return err
+	}
+	switch protocol {
+	case ProtocolGRPC:
+		return nil
+	case ProtocolGRPCWeb, ProtocolGRPCWebText:
+		if op.Streaming == "client" || op.Streaming == "bidi" {
+			return fmt.Errorf("operation %s is %s-streaming and gRPC-Web cannot stream from the client: use -protocol grpc", op.Name, op.Streaming)
+		}
+	default: // rest, rest-proto
+		if len(op.HTTPRules) == 0 {
+			alternatives := "grpc"
+			if op.Streaming == "server" {
+				alternatives = "grpc, grpc-web or grpc-web-text"
+			}
+			return fmt.Errorf("operation %s (%s streaming) has no google.api.http route, so no REST form: use -protocol %s",
+				op.Name, op.Streaming, alternatives)
+		}
+	}
+	return nil
+}
+
 // Run performs the calls and returns the summary and the first call error
 // (nil when every one of the N calls succeeded). Setup errors return a
 // zero Summary.
@@ -92,7 +160,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err := cfg.Validate(); err != nil {
 		return Summary{}, err
 	}
-	w, err := newWorkload(cfg.Operation, cfg.Name)
+	w, err := newWorkload(cfg)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -110,6 +178,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		mu       sync.Mutex
 		calls    int
 		failures int
+		sent     int64
+		received int64
 		firstErr error
 		lat      = make([]time.Duration, 0, cfg.N)
 		traces   *bufio.Writer
@@ -129,11 +199,13 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 				}
 				traceparent, traceID := newTraceparent()
 				t0 := time.Now()
-				err := c.call(ctx, traceparent)
+				st, err := c.call(ctx, i-1, traceparent)
 				d := time.Since(t0)
 
 				mu.Lock()
 				calls++
+				sent += int64(st.sent)
+				received += int64(st.received)
 				if err != nil {
 					failures++
 					if firstErr == nil {
@@ -170,6 +242,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		P50Ms:     ms(percentile(lat, 50)),
 		P99Ms:     ms(percentile(lat, 99)),
 		ElapsedS:  math.Round(elapsed.Seconds()*1e3) / 1e3,
+
+		MessagesSent:     sent,
+		MessagesReceived: received,
 	}, firstErr
 }
 

@@ -37,7 +37,11 @@ type Operation struct {
 
 // Files are the proto files whose services wirelens serves.
 var Files = []protoreflect.FileDescriptor{
+	wirelensv1.File_wirelens_v1_catalog_proto,
+	wirelensv1.File_wirelens_v1_echo_proto,
 	wirelensv1.File_wirelens_v1_hello_proto,
+	wirelensv1.File_wirelens_v1_math_proto,
+	wirelensv1.File_wirelens_v1_people_proto,
 }
 
 // All returns the operations of every service in Files, sorted by GRPCPath.
