@@ -228,3 +228,122 @@ def jaeger_trace(base: str, trace_id: str):
             return None
         raise
     return data[0] if data and data[0].get("spans") else None
+
+
+# -- streams ----------------------------------------------------------------------------
+
+
+def varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def person(age: int) -> bytes:
+    address = proto_string_field(1, "seoul") + proto_string_field(2, "123456")
+    return (proto_string_field(1, "kevin") + b"\x10" + varint(age)
+            + proto_string_field(3, "foot ball") + proto_string_field(3, "basket ball")
+            + bytes([(4 << 3) | 2, len(address)]) + address)
+
+
+def stream_row(settings, run_id: str) -> dict[str, str]:
+    columns = ["operation", "streaming", "request_messages", "response_messages", "request_message_bytes",
+               "response_message_bytes", "request_message_min", "request_message_max", "request_framing_bytes",
+               "response_framing_bytes", "request_body_bytes", "response_body_bytes", "grpc_status", "malformed"]
+    found = poll(f"the stream of run {run_id} in wirelens.requests",
+                 lambda: rows(settings, f"SELECT {', '.join(columns)} FROM wirelens.requests FINAL "
+                                        f"WHERE run_id = '{run_id}'"),
+                 lambda r: len(r) >= 1)
+    assert len(found) == 1, found
+    return dict(zip(columns, found[0]))
+
+
+def test_client_stream_of_100000_messages_is_counted_exactly(local_stack):
+    settings, run_id = local_stack, f"e2e-client-stream-{uuid.uuid4().hex[:8]}"
+    messages = [person(1 + i % 50) for i in range(100_000)]
+    with grpc.insecure_channel(f"127.0.0.1:{settings['WIRELENS_ENVOY_PORT']}") as channel:
+        register_batch = channel.stream_unary("/wirelens.v1.People/RegisterBatch")
+        reply = register_batch(iter(messages), timeout=120, metadata=[("x-wirelens-run", run_id)])
+    assert reply == b"\x08" + varint(len(messages))  # RegisterBatchReply{count}
+
+    row = stream_row(settings, run_id)
+    payload = sum(map(len, messages))
+    assert row == {
+        "operation": "people.RegisterBatch", "streaming": "client",
+        "request_messages": str(len(messages)), "response_messages": "1",
+        "request_message_bytes": str(payload), "response_message_bytes": str(len(reply)),
+        "request_message_min": str(min(map(len, messages))), "request_message_max": str(max(map(len, messages))),
+        "request_framing_bytes": str(5 * len(messages)), "response_framing_bytes": "5",
+        "request_body_bytes": str(payload + 5 * len(messages)), "response_body_bytes": str(len(reply) + 5),
+        "grpc_status": "0", "malformed": "false",
+    }
+
+
+def test_bidi_stream_of_10000_messages_is_counted_exactly(local_stack):
+    settings, run_id = local_stack, f"e2e-bidi-{uuid.uuid4().hex[:8]}"
+    requests = [proto_string_field(1, f"TestContent{i}") for i in range(10_000)]
+    with grpc.insecure_channel(f"127.0.0.1:{settings['WIRELENS_ENVOY_PORT']}") as channel:
+        bi_stream = channel.stream_stream("/wirelens.v1.Echo/BiStream")
+        replies = list(bi_stream(iter(requests), timeout=120, metadata=[("x-wirelens-run", run_id)]))
+    assert replies == requests  # EchoReply{content} has the same encoding as EchoRequest{content}
+
+    row = stream_row(settings, run_id)
+    payload = sum(map(len, requests))
+    assert row == {
+        "operation": "echo.BiStream", "streaming": "bidi",
+        "request_messages": "10000", "response_messages": "10000",
+        "request_message_bytes": str(payload), "response_message_bytes": str(payload),
+        "request_message_min": str(min(map(len, requests))), "request_message_max": str(max(map(len, requests))),
+        "request_framing_bytes": "50000", "response_framing_bytes": "50000",
+        "request_body_bytes": str(payload + 50000), "response_body_bytes": str(payload + 50000),
+        "grpc_status": "0", "malformed": "false",
+    }
+
+
+# -- every operation over every protocol that can carry it -----------------------------
+
+
+def protocols_for(streaming: str) -> list[tuple[str, str, str]]:
+    """(recorded protocol, loadgen -protocol, Envoy listener port setting) that can carry a shape."""
+    if streaming == "unary":
+        return [("rest", "rest", "WIRELENS_ENVOY_PORT"), ("rest-proto", "rest-proto", "WIRELENS_ENVOY_PORT"),
+                ("rest-transcoded", "rest", "WIRELENS_ENVOY_TRANSCODE_PORT"), ("grpc", "grpc", "WIRELENS_ENVOY_PORT"),
+                ("grpc-web", "grpc-web", "WIRELENS_ENVOY_PORT"),
+                ("grpc-web-text", "grpc-web-text", "WIRELENS_ENVOY_PORT")]
+    if streaming == "server":  # gRPC-Web streams from the server, not from the client
+        return [("grpc", "grpc", "WIRELENS_ENVOY_PORT"), ("grpc-web", "grpc-web", "WIRELENS_ENVOY_PORT"),
+                ("grpc-web-text", "grpc-web-text", "WIRELENS_ENVOY_PORT")]
+    return [("grpc", "grpc", "WIRELENS_ENVOY_PORT")]
+
+
+def test_every_operation_answers_over_every_protocol(local_stack):
+    settings, run_id = local_stack, f"e2e-matrix-{uuid.uuid4().hex[:8]}"
+    operations = json.loads((ROOT / "build" / "opmap.json").read_text())["operations"]
+    calls = 3
+    expected: dict[tuple[str, str], int] = {}
+    for op in operations:
+        for recorded_as, protocol, port in protocols_for(op["streaming"]):
+            result = subprocess.run(
+                [str(ROOT / "bin" / "loadgen"), "-target", f"127.0.0.1:{settings[port]}", "-protocol", protocol,
+                 "-operation", op["operation"], "-n", str(calls), "-count", "5", "-messages", "5",
+                 "-number", "100", "-run-id", run_id, "-timeout", "60s"],
+                capture_output=True, text=True, timeout=120)
+            assert result.returncode == 0, f"{op['operation']} over {recorded_as}: {result.stderr}"
+            expected[(op["operation"], recorded_as)] = calls
+
+    def seen():
+        return {(op, p): int(n) for op, p, n in rows(
+            settings, "SELECT operation, protocol, count() FROM wirelens.requests FINAL "
+                      f"WHERE run_id = '{run_id}' GROUP BY operation, protocol")}
+
+    poll(f"{len(expected)} (operation, protocol) pairs with {calls} rows each",
+         seen, lambda s: all(s.get(k, 0) >= n for k, n in expected.items()))
+    assert seen() == expected
+    assert len(expected) == 7 * 6 + 3 + 1 + 1, sorted(expected)  # 7 unary, 1 server, 1 client, 1 bidi operation
+    failures = rows(settings, "SELECT operation, protocol, http_status, grpc_status FROM wirelens.requests FINAL "
+                              f"WHERE run_id = '{run_id}' AND (http_status != 200 OR ifNull(grpc_status, 0) != 0 "
+                              "OR malformed)")
+    assert failures == []

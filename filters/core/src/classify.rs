@@ -79,9 +79,7 @@ pub fn classify(content_type: Option<&[u8]>) -> Protocol {
             Some(i) => trim(&ct[..i]),
             None => ct,
         };
-        if media.eq_ignore_ascii_case(b"application/protobuf")
-            || media.eq_ignore_ascii_case(b"application/x-protobuf")
-        {
+        if is_protobuf_media(media) {
             Protocol::RestProto
         } else {
             Protocol::Rest
@@ -89,9 +87,38 @@ pub fn classify(content_type: Option<&[u8]>) -> Protocol {
     }
 }
 
+fn is_protobuf_media(media: &[u8]) -> bool {
+    media.eq_ignore_ascii_case(b"application/protobuf")
+        || media.eq_ignore_ascii_case(b"application/x-protobuf")
+}
+
+/// REST calls without a protobuf body (e.g. a GET) still ask for protobuf
+/// through `accept` (E5's REST-protobuf shape): any listed protobuf media
+/// type counts, whatever its q-value.
+pub fn accepts_protobuf(accept: &[u8]) -> bool {
+    accept.split(|&b| b == b',').any(|item| {
+        let media = match item.iter().position(|&b| b == b';') {
+            Some(i) => &item[..i],
+            None => item,
+        };
+        is_protobuf_media(trim(media))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn accept_lists_are_searched_for_protobuf() {
+        assert!(accepts_protobuf(b"application/protobuf"));
+        assert!(accepts_protobuf(b"application/json;q=0.5, application/x-protobuf"));
+        assert!(accepts_protobuf(b" APPLICATION/PROTOBUF ; q=1"));
+        assert!(!accepts_protobuf(b"application/json"));
+        assert!(!accepts_protobuf(b"*/*"));
+        assert!(!accepts_protobuf(b""));
+        assert!(!accepts_protobuf(b"application/protobufx"));
+    }
 
     fn c(s: &str) -> Protocol {
         classify(Some(s.as_bytes()))

@@ -7,7 +7,7 @@
 //! compact JSON object plus the protocol and the operation.
 
 use crate::base64::Base64Decoder;
-use crate::classify::{classify, Protocol};
+use crate::classify::{accepts_protobuf, classify, Protocol};
 use crate::config::{Fields, Options};
 use crate::frame::{parse_status, FrameParser, FrameStats, GrpcTrailer};
 use crate::json::ObjectWriter;
@@ -349,11 +349,14 @@ impl Call {
         }
         self.start_ns = now_ns;
         let mut content_type = None;
+        let mut accept: &[u8] = b"";
         let mut path: &[u8] = b"";
         let mut method: &[u8] = b"";
         self.req_header_bytes = header_sum(headers, |n, v| {
             if n.eq_ignore_ascii_case(b"content-type") {
                 content_type = Some(v);
+            } else if n.eq_ignore_ascii_case(b"accept") {
+                accept = v;
             } else if n == b":path" {
                 path = v;
             } else if n == b":method" {
@@ -361,8 +364,12 @@ impl Call {
             }
         });
         let mut protocol = classify(content_type);
-        if protocol == Protocol::Rest && self.options.rest_transcoded {
-            protocol = Protocol::RestTranscoded;
+        if protocol == Protocol::Rest {
+            if self.options.rest_transcoded {
+                protocol = Protocol::RestTranscoded;
+            } else if accepts_protobuf(accept) {
+                protocol = Protocol::RestProto;
+            }
         }
         self.protocol = Some(protocol);
         self.req.mode = mode_for(protocol);

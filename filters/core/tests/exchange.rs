@@ -296,6 +296,25 @@ fn golden_rest_proto() {
 }
 
 #[test]
+fn bodiless_get_accepting_protobuf_is_rest_proto() {
+    let req: Pairs = &[
+        (":method", "GET"),
+        (":path", "/v1/hello?name=x"),
+        ("accept", "application/json;q=0.5, application/protobuf"),
+    ];
+    let call = Exchange {
+        req_headers: req,
+        req_chunks: vec![],
+        resp_headers: PROTO_RESP,
+        resp_chunks: vec![b"\x0a\x01x".to_vec()],
+        resp_trailers: None,
+        window: 1024,
+    }
+    .run(map());
+    expect(&call, &[(keys::PROTOCOL, json!("rest-proto"))]);
+}
+
+#[test]
 fn golden_rest_transcoded() {
     let req: Pairs = &[
         (":method", "POST"),
