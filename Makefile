@@ -97,7 +97,7 @@ test: bootstrap test-unit test-e2e ## every test
 
 test-unit: ## unit tests of each component
 	@echo "==> filter core: cargo test"
-	@cd filters && cargo test --locked -p wirelens-core
+	@cd filters && cargo test --locked --workspace
 	@echo "==> services: go vet, go test"
 	@cd services && go vet ./... && go test ./...
 	@echo "==> deploy, envoy, queries: pytest (unit)"

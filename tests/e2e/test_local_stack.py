@@ -347,3 +347,36 @@ def test_every_operation_answers_over_every_protocol(local_stack):
                               f"WHERE run_id = '{run_id}' AND (http_status != 200 OR ifNull(grpc_status, 0) != 0 "
                               "OR malformed)")
     assert failures == []
+
+
+# -- transcoded REST = native REST ------------------------------------------------------
+
+SAME_INPUT = [
+    ("POST", "/v1/hello", {"name": "wirelens"}),
+    ("POST", "/v1/hello-big", {"name": "wirelens"}),
+    ("POST", "/v1/factorial", {"number": 100}),
+    ("POST", "/v1/person", {"name": "kevin", "age": 7, "hobbies": ["foot ball", "basket ball"],
+                            "address": {"city": "seoul", "zipCode": "123456"}}),
+    ("GET", "/v1/products/7", None),
+    ("GET", "/v1/products?count=3", None),
+    ("GET", "/v1/echo?content=TestContent1", None),
+]
+
+
+def rest_json(port: str, method: str, path: str, body) -> dict:
+    conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=10)
+    payload = None if body is None else json.dumps(body).encode()
+    conn.request(method, path, body=payload, headers={"content-type": "application/json"} if payload else {})
+    response = conn.getresponse()
+    data = response.read()
+    assert response.status == 200, (port, method, path, data)
+    return json.loads(data)
+
+
+@pytest.mark.parametrize("method, path, body", SAME_INPUT, ids=[p for _, p, _ in SAME_INPUT])
+def test_transcoded_rest_answers_the_same_json_as_native_rest(local_stack, method, path, body):
+    native = rest_json(local_stack["WIRELENS_ENVOY_PORT"], method, path, body)
+    transcoded = rest_json(local_stack["WIRELENS_ENVOY_TRANSCODE_PORT"], method, path, body)
+    if path == "/v1/factorial":  # the time it took differs call to call
+        native.pop("timeTaken", None), transcoded.pop("timeTaken", None)
+    assert transcoded == native
