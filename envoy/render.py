@@ -46,6 +46,21 @@ RECORD_FIELDS: list[tuple[str, str, bool]] = [
     ("envoy.upstream_service_time_ms", "%RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)%", False),
     ("envoy.response_flags", "%RESPONSE_FLAGS%", False),
     ("envoy.upstream_host", "%UPSTREAM_HOST%", False),
+    ("envoy.upstream_protocol", "%UPSTREAM_PROTOCOL%", False),
+    ("envoy.request_duration_ms", "%REQUEST_DURATION%", False),
+    ("envoy.response_duration_ms", "%RESPONSE_DURATION%", False),
+    ("envoy.response_tx_duration_ms", "%RESPONSE_TX_DURATION%", False),
+    # Header bytes as Envoy's codec counts them: for HTTP/2 on the wire these
+    # are HPACK-compressed; REQUEST_HEADERS_BYTES is the uncompressed size.
+    ("envoy.request_headers_bytes", "%REQUEST_HEADERS_BYTES%", False),
+    ("envoy.response_headers_bytes", "%RESPONSE_HEADERS_BYTES%", False),
+    ("envoy.downstream_header_bytes_received", "%DOWNSTREAM_HEADER_BYTES_RECEIVED%", False),
+    ("envoy.downstream_header_bytes_sent", "%DOWNSTREAM_HEADER_BYTES_SENT%", False),
+    ("envoy.downstream_wire_bytes_received", "%DOWNSTREAM_WIRE_BYTES_RECEIVED%", False),
+    ("envoy.downstream_wire_bytes_sent", "%DOWNSTREAM_WIRE_BYTES_SENT%", False),
+    # The downstream connection, so a connection's requests can be ordered
+    # (header compression over a connection's life).
+    ("envoy.connection_id", "%CONNECTION_ID%", False),
 ]
 
 PORT_VARIABLES = (

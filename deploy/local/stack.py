@@ -21,6 +21,7 @@ import json
 import os
 import signal
 import socket
+import string
 import subprocess
 import sys
 import time
@@ -64,6 +65,10 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
     state_dir = Path(environ.get("WIRELENS_STATE_DIR", ROOT / ".run" / "local")).resolve()
     settings["WIRELENS_STATE_DIR"] = str(state_dir)
     settings["WIRELENS_ENVOY_CONCURRENCY"] = environ.get("WIRELENS_ENVOY_CONCURRENCY", "2")
+    settings["WIRELENS_REQUESTS_TTL_DAYS"] = environ.get("WIRELENS_REQUESTS_TTL_DAYS", "30")
+    if not settings["WIRELENS_REQUESTS_TTL_DAYS"].isdigit():
+        raise StackError(f"WIRELENS_REQUESTS_TTL_DAYS={settings['WIRELENS_REQUESTS_TTL_DAYS']!r} "
+                         "is not a whole number of days")
     settings["WIRELENS_COLLECTOR_STORAGE_DIR"] = str(state_dir / "collector" / "storage")
     settings["WIRELENS_CLICKHOUSE_ENDPOINT"] = environ.get(
         "WIRELENS_CLICKHOUSE_ENDPOINT",
@@ -222,7 +227,9 @@ def _apply_schema(settings: dict[str, str]) -> None:
 
 def apply_schema(settings: dict[str, str]) -> None:
     for path in sorted((ROOT / "queries" / "schema").glob("*.sql")):
-        for statement in split_sql(path.read_text()):
+        text = string.Template(path.read_text()).substitute(
+            WIRELENS_REQUESTS_TTL_DAYS=settings["WIRELENS_REQUESTS_TTL_DAYS"])
+        for statement in split_sql(text):
             clickhouse_query(settings, statement)
 
 

@@ -1,7 +1,8 @@
 -- wirelens.requests: one row per call, one typed column per field of the
 -- wirelens record, fed from Envoy's OpenTelemetry access-log records in
 -- otel.otel_logs (created by the Collector's ClickHouse exporter).
--- Idempotent: every statement is IF NOT EXISTS.
+-- Idempotent: every statement is IF NOT EXISTS (or re-applies a setting).
+-- ${WIRELENS_REQUESTS_TTL_DAYS} is filled in by the stack (default 30 days).
 
 CREATE DATABASE IF NOT EXISTS wirelens;
 
@@ -53,11 +54,27 @@ CREATE TABLE IF NOT EXISTS wirelens.requests
     envoy_bytes_sent       UInt64,
     upstream_service_ms    Nullable(UInt32),
     response_flags         LowCardinality(String),
-    upstream_host          LowCardinality(String)
+    upstream_host          LowCardinality(String),
+    upstream_protocol      LowCardinality(String),
+    request_duration_ms    Nullable(UInt32),
+    response_duration_ms   Nullable(UInt32),
+    response_tx_duration_ms Nullable(UInt32),
+    request_headers_bytes  UInt32,
+    response_headers_bytes UInt32,
+    downstream_header_bytes_received UInt32,
+    downstream_header_bytes_sent     UInt32,
+    downstream_wire_bytes_received   UInt64,
+    downstream_wire_bytes_sent       UInt64,
+    connection_id          UInt64
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toDate(timestamp)
-ORDER BY (operation, protocol, timestamp, request_id);
+ORDER BY (operation, protocol, timestamp, request_id)
+TTL toDateTime(timestamp) + toIntervalDay(${WIRELENS_REQUESTS_TTL_DAYS});
+
+-- The retention above applies when the table is created; this keeps an
+-- existing table in line with the configured one.
+ALTER TABLE wirelens.requests MODIFY TTL toDateTime(timestamp) + toIntervalDay(${WIRELENS_REQUESTS_TTL_DAYS});
 
 -- The filter's record arrives expanded into attributes by the Collector
 -- (transform/wirelens_record). Envoy writes "-" for a field it has no value
@@ -112,6 +129,17 @@ SELECT
     toUInt64OrZero(attr('envoy.bytes_sent'))                   AS envoy_bytes_sent,
     toUInt32OrNull(attr('envoy.upstream_service_time_ms'))     AS upstream_service_ms,
     attr('envoy.response_flags')                               AS response_flags,
-    attr('envoy.upstream_host')                                AS upstream_host
+    attr('envoy.upstream_host')                                AS upstream_host,
+    attr('envoy.upstream_protocol')                            AS upstream_protocol,
+    toUInt32OrNull(attr('envoy.request_duration_ms'))          AS request_duration_ms,
+    toUInt32OrNull(attr('envoy.response_duration_ms'))         AS response_duration_ms,
+    toUInt32OrNull(attr('envoy.response_tx_duration_ms'))      AS response_tx_duration_ms,
+    toUInt32OrZero(attr('envoy.request_headers_bytes'))        AS request_headers_bytes,
+    toUInt32OrZero(attr('envoy.response_headers_bytes'))       AS response_headers_bytes,
+    toUInt32OrZero(attr('envoy.downstream_header_bytes_received')) AS downstream_header_bytes_received,
+    toUInt32OrZero(attr('envoy.downstream_header_bytes_sent')) AS downstream_header_bytes_sent,
+    toUInt64OrZero(attr('envoy.downstream_wire_bytes_received')) AS downstream_wire_bytes_received,
+    toUInt64OrZero(attr('envoy.downstream_wire_bytes_sent'))   AS downstream_wire_bytes_sent,
+    toUInt64OrZero(attr('envoy.connection_id'))                AS connection_id
 FROM otel.otel_logs
 WHERE mapContains(LogAttributes, 'wirelens.protocol');

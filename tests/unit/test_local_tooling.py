@@ -79,7 +79,8 @@ def test_split_sql_keeps_statements_and_drops_comments():
 def test_schema_files_split_into_idempotent_statements():
     for path in (ROOT / "queries" / "schema").glob("*.sql"):
         for statement in stack.split_sql(path.read_text()):
-            assert "IF NOT EXISTS" in statement, (path.name, statement[:60])
+            assert "IF NOT EXISTS" in statement or statement.startswith("ALTER TABLE wirelens.requests MODIFY TTL"), \
+                (path.name, statement[:60])
 
 
 def test_saved_queries_open_with_their_question_and_are_parameterized():
