@@ -37,8 +37,8 @@ help: ## list targets
 
 # ------------------------------------------------------------------ bootstrap
 
-.PHONY: bootstrap prereqs venv rust-target filter proto collector jaeger services
-bootstrap: prereqs venv filter proto collector jaeger services ## build everything that is missing or stale
+.PHONY: bootstrap prereqs venv rust-target filter proto collector jaeger services web browser
+bootstrap: prereqs venv filter proto collector jaeger services web ## build everything that is missing or stale
 
 prereqs:
 	@tools/check-prereqs
@@ -73,6 +73,15 @@ services: prereqs ## REST and gRPC services, load generator -> bin/
 	@echo "==> services: go build (incremental)"
 	@cd services && go build -trimpath -o $(ROOT)/bin/ ./cmd/...
 
+web: prereqs ## the browser page (services/web) -> build/web/{index.html,app.js}
+	@$(KEYED) web-deps services/web/node_modules/.package-lock.json services/web/package-lock.json -- bash -c \
+	  'cd services/web && npm ci --no-audit --no-fund'
+	@$(KEYED) web build/web/app.js 'services/web/package-lock.json services/web/build.mjs services/web/src proto/wirelens' -- bash -c \
+	  'cd services/web && npm run build'
+
+browser: ## Debian's chromium for the browser and report tests (root, apt-get)
+	@services/web/install-browser
+
 # ------------------------------------------------------------------ local stack
 
 .PHONY: up down status
@@ -100,11 +109,13 @@ test-unit: ## unit tests of each component
 	@cd filters && cargo test --locked --workspace
 	@echo "==> services: go vet, go test"
 	@cd services && go vet ./... && go test ./...
+	@echo "==> web: node --test"
+	@cd services/web && npm test
 	@echo "==> deploy, envoy, queries: pytest (unit)"
 	@proto/gen.sh --check
 	@$(PY) -m pytest -q -p no:cacheprovider tests/unit proto
 
-test-e2e: ## end-to-end: the whole stack on free ports, exact counts in ClickHouse, spans in Jaeger
+test-e2e: browser ## end-to-end: the whole stack on free ports, exact counts in ClickHouse, spans in Jaeger
 	@$(PY) -m pytest -q -p no:cacheprovider tests/e2e
 
 .PHONY: clean distclean
