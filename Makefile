@@ -109,6 +109,8 @@ test-unit: ## unit tests of each component
 	@cd filters && cargo test --locked --workspace
 	@echo "==> services: go vet, go test"
 	@cd services && go vet ./... && go test ./...
+	@echo "==> filter core: a short fuzz run (make fuzz for a long one)"
+	@tools/fuzz --seconds 20
 	@echo "==> web: node --test"
 	@cd services/web && npm test
 	@echo "==> deploy, envoy, queries: pytest (unit)"
@@ -117,6 +119,10 @@ test-unit: ## unit tests of each component
 
 test-e2e: browser ## end-to-end: the whole stack on free ports, exact counts in ClickHouse, spans in Jaeger
 	@$(PY) -m pytest -q -p no:cacheprovider tests/e2e
+
+.PHONY: fuzz
+fuzz: ## fuzz the filter core (cargo-fuzz, 300 s per target; FUZZ_SECONDS=N)
+	@tools/fuzz --seconds $(or $(FUZZ_SECONDS),300)
 
 .PHONY: clean distclean
 clean: down ## remove build outputs and stack state (keeps caches and .venv)

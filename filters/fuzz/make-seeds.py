@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora under corpus/<target>/ (committed; rerun after a
+change of an input format, then commit the result). Input formats: see the
+comment at the top of each fuzz_targets/<target>.rs."""
+
+import base64
+import json
+import os
+import shutil
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def frame(flags, payload):
+    return bytes([flags]) + struct.pack(">I", len(payload)) + payload
+
+
+STREAM = (
+    frame(0, b"\x0a\x05hello")
+    + frame(0, b"")
+    + frame(1, b"\x1f\x8b\x08\x00\x01\x02\x03")
+    + frame(0, bytes(range(40)))
+    + frame(0x80, b"grpc-status:0\r\ngrpc-message:ok\r\n")
+)
+ERROR_TRAILER = frame(0x80, b"Grpc-Status : 14 \r\nx-other: a:b\r\n\r\ngrpc-message: no%20route%3A%20x\n")
+BIG_TRAILER = frame(0x80, b"grpc-status:7\r\ngrpc-message:" + b"x" * 1100 + b"\r\n")
+BAD_TRAILER = frame(0x80, b"this is not a header block")
+# A 16 MiB message announced, only 20 bytes of it present.
+PARTIAL = b"\x00" + struct.pack(">I", 16 << 20) + b"p" * 20
+
+
+def b64_per_frame(stream_frames, crlf=True):
+    sep = b"\r\n" if crlf else b""
+    return sep.join(base64.b64encode(f) for f in stream_frames)
+
+
+def headers(pairs):
+    out = struct.pack("<I", len(pairs))
+    for n, v in pairs:
+        out += struct.pack("<II", len(n), len(v))
+    for n, v in pairs:
+        out += n + b"\0" + v + b"\0"
+    return out
+
+
+REQ_HEADERS = [
+    (b":method", b"POST"),
+    (b":path", b"/wirelens.v1.Hello/SayHello"),
+    (b":authority", b"localhost:8080"),
+    (b":scheme", b"http"),
+    (b"content-type", b"application/grpc-web-text"),
+    (b"x-request-id", b"4f1c"),
+    (b"empty", b""),
+]
+
+README_CONFIG = {
+    "operations": [
+        {"grpc_path": "/wirelens.v1.Hello/SayHello", "operation": "hello.SayHello",
+         "rpc_service": "wirelens.v1.Hello", "rpc_method": "SayHello", "streaming": "unary",
+         "http_rules": [{"method": "POST", "pattern": "/v1/hello"}]}
+    ]
+}
+TEMPLATES_CONFIG = {
+    "operations": [
+        {"grpc_path": "/wirelens.v1.Catalog/GetProduct", "streaming": "unary",
+         "http_rules": [{"method": "GET", "pattern": "/v1/products/{id}"},
+                        {"method": "get", "pattern": "/v2/products/{product.id=*}"}]},
+        {"grpc_path": "/wirelens.v1.Catalog/ListProducts", "streaming": "server",
+         "http_rules": [{"method": "GET", "pattern": "/v1/products"}]},
+        {"grpc_path": "/wirelens.v1.Catalog/Special", "operation": "catalog.Special",
+         "http_rules": [{"method": "GET", "pattern": "/v1/products/special"}]},
+        {"operation": "files.Get",
+         "http_rules": [{"method": "GET", "pattern": "/v1/files/{path=**}"},
+                        {"method": "POST", "pattern": "/v1/{name=shelves/*/books/*}:archive"},
+                        {"method": "PUT", "pattern": "/*/x/**"},
+                        {"method": "DELETE", "pattern": "/"}]},
+        {"grpc_path": "/wirelens.v1.Chat/Talk", "streaming": "bidi", "rpc_service": None},
+    ]
+}
+
+
+def j(v):
+    return json.dumps(v, separators=(",", ":")).encode()
+
+
+SEEDS = {
+    "frame_parser": {
+        "whole": b"\x00" + STREAM,
+        "byte_at_a_time": b"\x01\x01" + STREAM,
+        "chunks_and_skips": b"\x04\x03\x47\x85\xc2" + STREAM + ERROR_TRAILER,
+        "split_prefix": b"\x02\x02\x03" + STREAM,
+        "big_trailer": b"\x02\x07\xc1" + BIG_TRAILER,
+        "bad_trailer": b"\x00" + BAD_TRAILER + STREAM,
+        "partial_skipped": b"\x02\x06\x48" + PARTIAL,
+    },
+    "grpc_web_text": {
+        "text_whole": b"\x00\x00" + b64_per_frame([STREAM[:12], STREAM[12:40], STREAM[40:]]),
+        "text_chunked": b"\x00\x03\x01\x02\x3f" + b64_per_frame([STREAM, ERROR_TRAILER]),
+        "text_unpadded_end": b"\x00\x01\x05" + base64.b64encode(STREAM).rstrip(b"="),
+        "text_malformed": b"\x00\x02\x03\x01" + base64.b64encode(STREAM[:10]) + b"!" + base64.b64encode(STREAM),
+        "binary_pieces": b"\x01\x02\x84\x02" + STREAM,
+        "binary_no_final_pad": b"\x03\x03\x9f\x01\x05" + STREAM + ERROR_TRAILER,
+        "binary_big_trailer": b"\x01\x01\x1f" + BIG_TRAILER,
+    },
+    "header_map": {
+        "request": b"\x00" + headers(REQ_HEADERS),
+        "truncated": b"\x00" + headers(REQ_HEADERS)[:60],
+        "empty_map": b"\x00" + headers([]),
+        "huge_count": b"\x00" + struct.pack("<I", 0xFFFFFFFF) + bytes(16),
+        "huge_lengths": b"\x00" + struct.pack("<IIII", 1, 0xFFFFFFFF, 0xFFFFFFFF, 0),
+        "pairs_roundtrip": b"\x81" + b"\0".join(x for p in REQ_HEADERS for x in p),
+    },
+    "config": {
+        "readme": j(README_CONFIG) + b"\0POST\0/v1/hello?x=1",
+        "templates": j(TEMPLATES_CONFIG) + b"\0POST\0/v1/shelves/s1/books/b2:archive",
+        "templates_files": j(TEMPLATES_CONFIG) + b"\0GET\0/v1/files/a/b/c",
+        "empty_object": b"{}",
+        "null": b"null",
+        "blank": b" \n",
+        "options": j({"sample_rate": 0.25, "optional_fields": ["message_sizes", "framing", "grpc_message"],
+                      "rest_transcoded": True, **README_CONFIG}),
+        "tiny_rate": b'{"sample_rate":1e-320,"optional_fields":[],"rest_transcoded":false}',
+        "bad_streaming": j({"operations": [{"grpc_path": "/a.B/C", "streaming": "uni"}]}),
+    },
+}
+
+
+def main():
+    for target, seeds in SEEDS.items():
+        d = os.path.join(HERE, "corpus", target)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        for name, data in seeds.items():
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(data)
+        print(f"corpus/{target}: {len(seeds)} seeds")
+
+
+if __name__ == "__main__":
+    main()
