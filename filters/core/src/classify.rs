@@ -112,7 +112,9 @@ mod tests {
     #[test]
     fn accept_lists_are_searched_for_protobuf() {
         assert!(accepts_protobuf(b"application/protobuf"));
-        assert!(accepts_protobuf(b"application/json;q=0.5, application/x-protobuf"));
+        assert!(accepts_protobuf(
+            b"application/json;q=0.5, application/x-protobuf"
+        ));
         assert!(accepts_protobuf(b" APPLICATION/PROTOBUF ; q=1"));
         assert!(!accepts_protobuf(b"application/json"));
         assert!(!accepts_protobuf(b"*/*"));

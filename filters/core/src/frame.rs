@@ -7,13 +7,13 @@
 //!
 //! The parser has constant state: it never buffers message payloads (it only
 //! counts them, and the caller may [`FrameParser::skip`] over payload bytes
-//! it never read), and keeps at most [`TRAILER_CAPTURE_LIMIT`] bytes of a
-//! trailer frame. Input may be split anywhere, including inside the 5-byte
+//! it never read), and keeps at most [`TRAILER_CAPTURE_LIMIT`] bytes of one
+//! line of a trailer frame. Input may be split anywhere, including inside the 5-byte
 //! prefix.
 
 use crate::percent::decode_grpc_message;
 
-/// Most bytes of a trailer frame's payload that are kept for parsing.
+/// Most bytes of one trailer line that are kept for parsing.
 pub const TRAILER_CAPTURE_LIMIT: usize = 1024;
 
 /// Flag bit marking a gRPC-Web trailer frame.
@@ -53,41 +53,93 @@ pub struct GrpcTrailer {
     pub message: Option<String>,
 }
 
-/// Parses a gRPC-Web trailer block: lines separated by `\r\n` (a bare `\n`
-/// is accepted too), each `name:value`, names case-insensitive, blanks
-/// around names and values ignored, empty lines skipped.
+/// Streaming parser of a gRPC-Web trailer block: lines separated by `\r\n`
+/// (a bare `\n` is accepted too), each `name:value`, names case-insensitive,
+/// blanks around names and values ignored, empty lines skipped.
 ///
-/// `truncated` means the block was cut at the capture limit: its last,
-/// incomplete line is ignored. Returns `Err(())` when a line has no `:`, an
-/// empty name, or `grpc-status` is not a decimal number.
+/// It keeps only the current line, cut at [`TRAILER_CAPTURE_LIMIT`] bytes, so
+/// `grpc-status` is found wherever it stands in the block (grpc-java sends it
+/// after the application's trailers, which can be large) and memory stays
+/// constant. A `grpc-message` longer than the limit is cut, not dropped.
+#[derive(Clone, Debug, Default)]
+pub struct TrailerBlockParser {
+    line: Vec<u8>,
+    line_cut: bool,
+    fields: GrpcTrailer,
+    bad: bool,
+}
+
+impl TrailerBlockParser {
+    /// Starts a new block, keeping the line buffer's allocation.
+    pub fn reset(&mut self) {
+        if self.line.capacity() == 0 {
+            self.line.reserve_exact(TRAILER_CAPTURE_LIMIT);
+        }
+        self.line.clear();
+        self.line_cut = false;
+        self.fields = GrpcTrailer::default();
+        self.bad = false;
+    }
+
+    pub fn feed(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            let (segment, newline) = match data.iter().position(|&b| b == b'\n') {
+                Some(i) => (&data[..i], true),
+                None => (data, false),
+            };
+            let room = TRAILER_CAPTURE_LIMIT - self.line.len();
+            self.line
+                .extend_from_slice(&segment[..room.min(segment.len())]);
+            self.line_cut |= segment.len() > room;
+            data = &data[segment.len() + newline as usize..];
+            if newline {
+                self.end_line();
+            }
+        }
+    }
+
+    /// The block's fields; `Err(())` when a line has no `:`, an empty name,
+    /// or `grpc-status` is not a decimal number.
+    #[allow(clippy::result_unit_err)]
+    pub fn finish(&mut self) -> Result<GrpcTrailer, ()> {
+        self.end_line();
+        if self.bad {
+            Err(())
+        } else {
+            Ok(std::mem::take(&mut self.fields))
+        }
+    }
+
+    fn end_line(&mut self) {
+        let line = trim(&self.line);
+        if !line.is_empty() {
+            match line.iter().position(|&b| b == b':') {
+                Some(colon) if !trim(&line[..colon]).is_empty() => {
+                    let name = trim(&line[..colon]);
+                    let value = trim(&line[colon + 1..]);
+                    if name.eq_ignore_ascii_case(b"grpc-status") {
+                        match parse_status(value) {
+                            Some(status) if !self.line_cut => self.fields.status = Some(status),
+                            _ => self.bad = true,
+                        }
+                    } else if name.eq_ignore_ascii_case(b"grpc-message") {
+                        self.fields.message = Some(decode_grpc_message(value));
+                    }
+                }
+                _ => self.bad = true,
+            }
+        }
+        self.line.clear();
+        self.line_cut = false;
+    }
+}
+
+/// Parses a whole gRPC-Web trailer block (see [`TrailerBlockParser`]).
 #[allow(clippy::result_unit_err)]
-pub fn parse_trailer_block(block: &[u8], truncated: bool) -> Result<GrpcTrailer, ()> {
-    let mut block = block;
-    if truncated {
-        match block.iter().rposition(|&b| b == b'\n') {
-            Some(i) => block = &block[..=i],
-            None => return Ok(GrpcTrailer::default()),
-        }
-    }
-    let mut out = GrpcTrailer::default();
-    for line in block.split(|&b| b == b'\n') {
-        let line = trim(line);
-        if line.is_empty() {
-            continue;
-        }
-        let colon = line.iter().position(|&b| b == b':').ok_or(())?;
-        let name = trim(&line[..colon]);
-        let value = trim(&line[colon + 1..]);
-        if name.is_empty() {
-            return Err(());
-        }
-        if name.eq_ignore_ascii_case(b"grpc-status") {
-            out.status = Some(parse_status(value).ok_or(())?);
-        } else if name.eq_ignore_ascii_case(b"grpc-message") {
-            out.message = Some(decode_grpc_message(value));
-        }
-    }
-    Ok(out)
+pub fn parse_trailer_block(block: &[u8]) -> Result<GrpcTrailer, ()> {
+    let mut parser = TrailerBlockParser::default();
+    parser.feed(block);
+    parser.finish()
 }
 
 /// Parses a `grpc-status` value: ASCII decimal digits, fits in `u32`.
@@ -129,9 +181,8 @@ pub struct FrameParser {
     /// Payload length declared by the current frame's prefix.
     declared: u32,
     stats: FrameStats,
-    /// Captured trailer-frame payload (allocated once, reused).
-    trailer_buf: Vec<u8>,
-    trailer_truncated: bool,
+    /// The current trailer frame's block, parsed as it streams.
+    trailer_block: TrailerBlockParser,
     trailer: Option<GrpcTrailer>,
     malformed: bool,
 }
@@ -198,12 +249,7 @@ impl FrameParser {
             if self.in_payload {
                 let n = (self.remaining as usize).min(data.len());
                 if self.in_trailer_frame() {
-                    let room = TRAILER_CAPTURE_LIMIT - self.trailer_buf.len();
-                    let keep = room.min(n);
-                    self.trailer_buf.extend_from_slice(&data[..keep]);
-                    if keep < n {
-                        self.trailer_truncated = true;
-                    }
+                    self.trailer_block.feed(&data[..n]);
                 }
                 self.remaining -= n as u32;
                 data = &data[n..];
@@ -231,11 +277,7 @@ impl FrameParser {
         self.declared = self.remaining;
         self.in_payload = true;
         if self.in_trailer_frame() {
-            if self.trailer_buf.capacity() == 0 {
-                self.trailer_buf.reserve_exact(TRAILER_CAPTURE_LIMIT);
-            }
-            self.trailer_buf.clear();
-            self.trailer_truncated = false;
+            self.trailer_block.reset();
         }
         if self.remaining == 0 {
             self.end_frame();
@@ -248,7 +290,7 @@ impl FrameParser {
         if self.in_trailer_frame() {
             self.stats.trailer_frames += 1;
             self.stats.framing_bytes += 5 + len as u64;
-            match parse_trailer_block(&self.trailer_buf, self.trailer_truncated) {
+            match self.trailer_block.finish() {
                 Ok(t) => self.trailer = Some(t),
                 Err(()) => self.malformed = true,
             }
@@ -435,25 +477,41 @@ mod tests {
 
     #[test]
     fn trailer_blocks() {
-        let t = parse_trailer_block(b"grpc-status:0\r\ngrpc-message:ok\r\n", false).unwrap();
+        let t = parse_trailer_block(b"grpc-status:0\r\ngrpc-message:ok\r\n").unwrap();
         assert_eq!(t.status, Some(0));
         assert_eq!(t.message.as_deref(), Some("ok"));
         let t = parse_trailer_block(
             b"Grpc-Status : 14 \r\nx-other: a:b\r\n\r\nGRPC-MESSAGE:  no%20route%3A%20x\n",
-            false,
         )
         .unwrap();
         assert_eq!(t.status, Some(14));
         assert_eq!(t.message.as_deref(), Some("no route: x"));
-        assert_eq!(parse_trailer_block(b"", false), Ok(GrpcTrailer::default()));
-        assert!(parse_trailer_block(b"grpc-status 0\r\n", false).is_err());
-        assert!(parse_trailer_block(b"grpc-status:zero\r\n", false).is_err());
-        assert!(parse_trailer_block(b"grpc-status:99999999999\r\n", false).is_err());
-        assert!(parse_trailer_block(b":x\r\n", false).is_err());
-        // Truncated: the incomplete last line is ignored.
-        let t = parse_trailer_block(b"grpc-status:5\r\ngrpc-mess", true).unwrap();
+        assert_eq!(parse_trailer_block(b""), Ok(GrpcTrailer::default()));
+        assert!(parse_trailer_block(b"grpc-status 0\r\n").is_err());
+        assert!(parse_trailer_block(b"grpc-status:zero\r\n").is_err());
+        assert!(parse_trailer_block(b"grpc-status:99999999999\r\n").is_err());
+        assert!(parse_trailer_block(b":x\r\n").is_err());
+        // A last line without its line break still counts.
+        let t = parse_trailer_block(b"grpc-status:5\r\ngrpc-message:gone").unwrap();
         assert_eq!(t.status, Some(5));
-        assert_eq!(t.message, None);
+        assert_eq!(t.message.as_deref(), Some("gone"));
+    }
+
+    #[test]
+    fn status_is_found_after_a_long_trailer() {
+        // grpc-java appends grpc-status after the application's trailers,
+        // which (e.g. grpc-status-details-bin) can exceed the line limit.
+        let mut block = b"grpc-message:not%20found\r\ngrpc-status-details-bin:".to_vec();
+        block.extend(std::iter::repeat_n(b'A', 1500));
+        block.extend_from_slice(b"\r\ngrpc-status:5\r\n");
+        for cut in [1, 7, 1024, 1100, block.len() - 3] {
+            let s = encode_frame(0x80, &block);
+            let (_, t, bad) = run(&[&s[..5 + cut], &s[5 + cut..]]);
+            assert!(!bad, "cut at {cut}");
+            let t = t.unwrap();
+            assert_eq!(t.status, Some(5), "cut at {cut}");
+            assert_eq!(t.message.as_deref(), Some("not found"), "cut at {cut}");
+        }
     }
 
     #[test]
@@ -468,7 +526,10 @@ mod tests {
         assert_eq!(stats.messages, 0);
         let t = t.unwrap();
         assert_eq!(t.status, Some(7));
-        assert_eq!(t.message, None);
+        // The message is cut at the line limit, not dropped.
+        let message = t.message.unwrap();
+        assert!(message.len() < TRAILER_CAPTURE_LIMIT && message.bytes().all(|b| b == b'x'));
+        assert!(message.len() > TRAILER_CAPTURE_LIMIT - 20);
     }
 
     #[test]

@@ -1,0 +1,191 @@
+"""Small helpers shared by the wirelens benchmarks (bench/*.py).
+
+Nothing here knows about a particular benchmark: free loopback ports, CPU time
+of a process read from /proc, the machine's CPU use (to see how much of it
+other programs took during a run), running a load tool with a time bound and
+its own CPU time, starting and stopping processes by pid, medians.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+ROOT = Path(__file__).resolve().parents[1]
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# ------------------------------------------------------------------ ports
+
+def free_ports(count: int) -> list[int]:
+    """Ports nobody listens on right now (bound together, so all distinct)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+# ------------------------------------------------------------------ CPU accounting
+
+def process_cpu_ns(pid: int) -> int:
+    """CPU time (user+system) used so far by every live thread of `pid`, in ns.
+
+    Sums the per-thread scheduler statistics (/proc/PID/task/*/schedstat, ns
+    resolution). Falls back to utime+stime of /proc/PID/stat (clock ticks,
+    usually 10 ms) where schedstat is missing. Threads that already exited are
+    not counted by schedstat: fine for Envoy, whose threads live as long as it.
+    """
+    total = 0
+    found = False
+    try:
+        for task in os.scandir(f"/proc/{pid}/task"):
+            try:
+                with open(f"{task.path}/schedstat") as f:
+                    total += int(f.read().split()[0])
+                    found = True
+            except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+                continue
+    except FileNotFoundError:
+        raise ProcessLookupError(pid) from None
+    if found:
+        return total
+    return process_cpu_ticks_ns(pid)
+
+
+def process_cpu_ticks_ns(pid: int) -> int:
+    """utime+stime of /proc/PID/stat (all threads, including exited ones), in ns."""
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    fields = stat[stat.rindex(")") + 2:].split()
+    # fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+    ticks = int(fields[11]) + int(fields[12])
+    return ticks * 1_000_000_000 // CLK_TCK
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds summed over all cores since boot, from /proc/stat."""
+    with open("/proc/stat") as f:
+        parts = f.readline().split()
+    values = [int(v) for v in parts[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+    total = sum(values[:8])  # user nice system idle iowait irq softirq steal
+    return (total - idle) / CLK_TCK, total / CLK_TCK
+
+
+def loadavg() -> float:
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+# ------------------------------------------------------------------ processes
+
+@dataclass
+class ToolResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    wall_s: float
+    cpu_s: float  # user+system CPU of the tool (from wait4's rusage)
+    timed_out: bool
+
+
+def run_tool(argv: Sequence[str], timeout_s: float) -> ToolResult:
+    """Run a load tool to completion (killed after timeout_s); return its output and CPU time."""
+    out_path = ROOT / "build" / "bench" / ".tool.out"
+    err_path = ROOT / "build" / "bench" / ".tool.err"
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        proc = subprocess.Popen(list(argv), stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        timed_out = False
+        deadline = start + timeout_s
+        while True:
+            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                timed_out = True
+                proc.kill()
+                pid, status, rusage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.02)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - start
+    return ToolResult(proc.returncode, out_path.read_text(errors="replace"),
+                      err_path.read_text(errors="replace"), wall,
+                      rusage.ru_utime + rusage.ru_stime, timed_out)
+
+
+def stop_process(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
+    """SIGTERM the process we started (by its pid), then SIGKILL if it lingers."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+def require_tools(tools: dict[str, str]) -> None:
+    """Exit with an install hint when a command-line tool is missing.
+
+    tools: command -> the Debian package that provides it.
+    """
+    missing = {cmd: pkg for cmd, pkg in tools.items() if shutil.which(cmd) is None}
+    if missing:
+        pkgs = " ".join(sorted(set(missing.values())))
+        print(f"missing load tools: {', '.join(sorted(missing))}\n"
+              f"  install them with:  apt-get install -y {pkgs}\n"
+              f"  (or run bench/install-tools as root, which does apt-get update first)",
+              file=sys.stderr)
+        sys.exit(1)
+
+
+# ------------------------------------------------------------------ statistics
+
+def median(values: Sequence[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def spread(values: Sequence[float]) -> tuple[float, float] | None:
+    values = [v for v in values if v is not None]
+    return (min(values), max(values)) if values else None
+
+
+def fmt_duration(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def process_context_switches(pid: int) -> int:
+    """Voluntary + involuntary context switches so far of every live thread of `pid`."""
+    total = 0
+    for task in os.scandir(f"/proc/{pid}/task"):
+        try:
+            with open(f"{task.path}/status") as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                        total += int(line.split()[1])
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total

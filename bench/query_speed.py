@@ -1,0 +1,451 @@
+#!/usr/bin/env python3
+"""How fast are the saved queries on a big table? (`make bench`, query-speed)
+
+Starts a scratch ClickHouse (the chdb-core engine, deploy/local/clickhouse_server.py)
+on free loopback ports in a temporary directory, creates the schema
+(queries/schema/*.sql, after a stand-in for the Collector's otel.otel_logs),
+loads 10,000,000 synthetic calls into wirelens.requests with one
+INSERT ... SELECT FROM numbers() plus the matching process.cpu.time points in
+otel.otel_metrics_sum, then times every saved query (queries/*.sql): 3 runs
+each over HTTP, median wall time, with realistic parameters (a 1-hour window
+covering all the data and one run id). Prints a table (query, rows returned,
+median seconds, PASS when under 1 s), writes build/bench/query_speed.json,
+stops the server. Exit 0 whatever the verdict; 1 when something broke (the
+server did not start, a query failed).
+
+The synthetic hour (see LOAD_SQL): 10 operations x 6 protocols. Three load runs
+(`bench-run-1..3`) of 15 minutes each in which the protocols take turns (as
+loadgen does: one protocol after the other, every operation in each), then 15
+minutes of live traffic with no run id and the protocols interleaved.
+Durations are log-normal around a per-operation, per-protocol median; sizes,
+message counts, statuses (about 1 % errors) and connections (HTTP/1.1
+keep-alive connections of ~100 calls, h2 connections of thousands) follow the
+protocol. CPU: cumulative process.cpu.time (user and system) of Envoy and the
+two services, one point a second.
+
+    bench/query_speed.py [--rows N] [--quick] [--clickhouse-url URL --skip-load]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import string
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib  # noqa: E402
+from benchlib import ROOT  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "queries"))
+import saved  # noqa: E402  (queries/saved.py)
+
+QUERIES = ROOT / "queries"
+OUT_DIR = ROOT / "build" / "bench"
+JSON_OUT = OUT_DIR / "query_speed.json"
+TARGET_S = 1.0
+RUNS = 3
+DEFAULT_ROWS = 10_000_000
+WINDOW_S = 3600
+
+# The parameters each saved query is timed with: the window and one run id
+# come from the data; the rest are a realistic question.
+EXTRA_PARAMS = {
+    "operation": "catalog.GetProduct",
+    "protocol_a": "rest",
+    "protocol_b": "grpc",
+    "resamples": "200",
+}
+
+# What the Collector would have created before queries/schema is applied: only
+# the columns wirelens.requests_from_otel_logs reads.
+OTEL_LOGS_STANDIN = """
+CREATE TABLE IF NOT EXISTS otel.otel_logs
+(
+    Timestamp DateTime64(9),
+    TraceId String,
+    SpanId String,
+    LogAttributes Map(LowCardinality(String), String)
+)
+ENGINE = MergeTree
+ORDER BY Timestamp
+"""
+
+# INSERT ... SELECT generating calls {first}..{first}+{count} of {rows} calls
+# spread over one hour from {start_ns}.
+# n -> segment (4 quarters of the hour): 0..2 are load runs in which the six
+# protocols take turns (one sixth of the segment each, all ten operations
+# round-robin); 3 is live traffic without a run id, protocols interleaved.
+LOAD_SQL = """
+INSERT INTO wirelens.requests
+(
+    timestamp, request_id, trace_id, span_id, run_id, protocol, operation,
+    rpc_service, rpc_method, streaming, http_route, http_method, http_version,
+    http_status, grpc_status, request_header_bytes, response_header_bytes,
+    response_trailer_bytes, request_body_bytes, response_body_bytes,
+    request_messages, response_messages, request_message_bytes, response_message_bytes,
+    request_framing_bytes, response_framing_bytes, ttfb_us, duration_us,
+    envoy_duration_ms, envoy_bytes_received, envoy_bytes_sent, upstream_service_ms,
+    upstream_protocol, request_headers_bytes, response_headers_bytes,
+    downstream_header_bytes_received, downstream_header_bytes_sent,
+    downstream_wire_bytes_received, downstream_wire_bytes_sent, connection_id
+)
+WITH
+    ['catalog.GetProduct', 'catalog.ListProducts', 'echo.BiStream', 'echo.ServerStream', 'echo.Unary',
+     'hello.SayHello', 'hello.SayHelloBig', 'math.CalculateFactorial', 'people.Register',
+     'people.RegisterBatch'] AS operations,
+    ['unary', 'unary', 'bidi', 'server', 'unary', 'unary', 'unary', 'unary', 'unary', 'client'] AS shapes,
+    ['GET', 'GET', 'POST', 'POST', 'GET', 'POST', 'POST', 'POST', 'POST', 'POST'] AS rest_methods,
+    -- median latency (µs) per operation, and per protocol a factor on it
+    [900, 4000, 30000, 20000, 600, 500, 1500, 5000, 400, 60000] AS op_median_us,
+    ['rest', 'rest-proto', 'grpc', 'grpc-web', 'grpc-web-text', 'rest-transcoded'] AS protocols,
+    [1.6, 1.3, 1.0, 1.1, 1.2, 1.4] AS proto_factor,
+    -- request and response payload per message (protobuf bytes); JSON is ~2.2x
+    [8, 6, 20, 12, 20, 8, 8, 6, 60, 60] AS req_payload,
+    [850, 70000, 20, 20, 20, 18, 8900, 12, 2, 2] AS resp_payload,
+    [100, 100, 20000, 500, 500, 100] AS conn_calls,
+    intDiv(number, intDiv({rows}, 4)) AS segment,
+    number % intDiv({rows}, 4) AS k,
+    if(segment < 3, least(intDiv(k * 6, intDiv({rows}, 4)), 5), cityHash64(number, 'p') % 6) AS p,
+    number % 10 AS o,
+    protocols[p + 1] AS proto,
+    proto IN ('grpc', 'grpc-web', 'grpc-web-text') AS framed,
+    proto IN ('rest', 'rest-transcoded') AS json_body,
+    if(framed AND shapes[o + 1] IN ('client', 'bidi'), 1 + cityHash64(number, 'm') % 200, 1) AS req_msgs,
+    if(framed AND shapes[o + 1] IN ('server', 'bidi'), if(shapes[o + 1] = 'bidi', req_msgs, 1 + cityHash64(number, 'n') % 100), 1) AS resp_msgs,
+    toUInt64(req_payload[o + 1] * req_msgs * if(json_body, 2.2, 1.0)) AS req_payload_b,
+    toUInt64(resp_payload[o + 1] * resp_msgs * if(json_body, 2.2, 1.0)) AS resp_payload_b,
+    toUInt64(op_median_us[o + 1] * proto_factor[p + 1] * randLogNormal(0, 0.5)) AS dur,
+    (cityHash64(number, 's') % 1000) AS fate,
+    proto IN ('rest', 'rest-proto') AS http1
+SELECT
+    -- calls end up to 2 s out of order (Envoy workers and Collector batches):
+    -- consecutive inserts overlap a little, as they do live
+    fromUnixTimestamp64Nano(toInt64({start_ns} + number * intDiv({window_ns}, {rows})
+                                    + cityHash64(number, 'j') % 2000000000)) AS timestamp,
+    toString(reinterpretAsUUID(sipHash128(number, 'r'))) AS request_id,
+    lower(hex(sipHash128(number, 't'))) AS trace_id,
+    lower(hex(sipHash64(number, 'sp'))) AS span_id,
+    if(segment < 3, concat('bench-run-', toString(segment + 1)), '') AS run_id,
+    proto AS protocol,
+    operations[o + 1] AS operation,
+    concat('wirelens.v1.', splitByChar('.', operations[o + 1])[1]) AS rpc_service,
+    splitByChar('.', operations[o + 1])[2] AS rpc_method,
+    shapes[o + 1] AS streaming,
+    if(framed, '', concat('/v1/', lower(splitByChar('.', operations[o + 1])[2]))) AS http_route,
+    if(framed, 'POST', rest_methods[o + 1]) AS http_method,
+    if(http1, 'HTTP/1.1', 'HTTP/2') AS http_version,
+    if(NOT framed AND fate < 10, [404, 500, 503][fate % 3 + 1], 200) AS http_status,
+    if(framed, if(fate < 10, [5, 13, 14][fate % 3 + 1], 0), NULL) AS grpc_status,
+    if(http1, 180, 140) + (cityHash64(number, 'h') % 40) AS request_header_bytes,
+    if(framed, 90, 130) AS response_header_bytes,
+    if(proto = 'grpc', 30, 0) AS response_trailer_bytes,
+    req_payload_b + if(framed, 5 * req_msgs, 0) AS request_body_bytes,
+    resp_payload_b + if(framed, 5 * resp_msgs, 0) + if(proto IN ('grpc-web', 'grpc-web-text'), 35, 0) AS response_body_bytes,
+    if(framed, req_msgs, 0) AS request_messages,
+    if(framed, resp_msgs, 0) AS response_messages,
+    if(framed, req_payload_b, 0) AS request_message_bytes,
+    if(framed, resp_payload_b, 0) AS response_message_bytes,
+    if(framed, 5 * req_msgs, 0) AS request_framing_bytes,
+    if(framed, 5 * resp_msgs, 0) AS response_framing_bytes,
+    toUInt64(dur * 0.7) AS ttfb_us,
+    dur AS duration_us,
+    intDiv(dur, 1000) AS envoy_duration_ms,
+    request_body_bytes + request_header_bytes AS envoy_bytes_received,
+    response_body_bytes + response_header_bytes AS envoy_bytes_sent,
+    toUInt32(intDiv(dur * 8, 10000)) AS upstream_service_ms,
+    if(framed OR proto = 'rest-transcoded', 'HTTP/2', 'HTTP/1.1') AS upstream_protocol,
+    request_header_bytes + 20 AS request_headers_bytes,
+    response_header_bytes + 10 AS response_headers_bytes,
+    if(http1, request_headers_bytes, 25 + cityHash64(number, 'c') % 20) AS downstream_header_bytes_received,
+    if(http1, response_headers_bytes, 15) AS downstream_header_bytes_sent,
+    request_body_bytes + downstream_header_bytes_received + if(http1, 0, 9 * (req_msgs + 1)) AS downstream_wire_bytes_received,
+    response_body_bytes + downstream_header_bytes_sent + if(http1, 0, 9 * (resp_msgs + 2)) AS downstream_wire_bytes_sent,
+    cityHash64(segment, p, intDiv(if(segment < 3, k, intDiv(k, 6)), conn_calls[p + 1])) AS connection_id
+FROM numbers({first}, {count})
+"""
+
+# Cumulative process.cpu.time (seconds, per cpu.mode) of Envoy and the two
+# services, one point a second over the hour, as the exporter writes it.
+METRICS_SQL = """
+INSERT INTO otel.otel_metrics_sum
+(
+    ResourceAttributes, ServiceName, MetricName, MetricDescription, MetricUnit, Attributes,
+    StartTimeUnix, TimeUnix, Value, AggregationTemporality, IsMonotonic
+)
+WITH
+    ['envoy', 'wirelens-rest', 'wirelens-grpc'] AS services,
+    [0.6, 0.3, 0.25] AS busy_cores,
+    intDiv(number, {seconds}) AS series,
+    number % {seconds} AS second,
+    services[intDiv(series, 2) + 1] AS service,
+    if(series % 2 = 0, 'user', 'system') AS mode
+SELECT
+    map('service.name', service, 'process.pid', toString(1000 + intDiv(series, 2))) AS ResourceAttributes,
+    service AS ServiceName,
+    'process.cpu.time' AS MetricName,
+    'Total CPU seconds broken down by different states.' AS MetricDescription,
+    's' AS MetricUnit,
+    map('cpu.mode', mode) AS Attributes,
+    toDateTime({start_s}) AS StartTimeUnix,
+    toDateTime({start_s} + second) AS TimeUnix,
+    second * busy_cores[intDiv(series, 2) + 1] * if(mode = 'user', 0.7, 0.3) AS Value,
+    2 AS AggregationTemporality,
+    true AS IsMonotonic
+FROM numbers(6 * {seconds})
+"""
+
+
+class Broken(RuntimeError):
+    pass
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+# ------------------------------------------------------------------ server
+
+
+class ScratchClickHouse:
+    """clickhouse_server.py on free ports in a temporary directory (stopped by pid)."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="wirelens-query-speed-"))
+        self.tcp_port, self.http_port = benchlib.free_ports(2)
+        self.url = f"http://127.0.0.1:{self.http_port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        self.log_file = open(self.dir / "clickhouse.log", "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "deploy" / "local" / "clickhouse_server.py"),
+             "--data-dir", str(self.dir / "data"), "--run-dir", str(self.dir),
+             "--tcp-port", str(self.tcp_port), "--http-port", str(self.http_port)],
+            stdout=self.log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if query(self.url, "SELECT 1").strip() == "1":
+                    return
+            except Broken:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise Broken(f"scratch ClickHouse did not start; see {self.dir / 'clickhouse.log'}")
+            time.sleep(0.2)  # polling interval while waiting on a deadline
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            benchlib.stop_process(self.proc, grace_s=20)
+            self.log_file.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def query(url: str, sql: str, params: dict[str, str] | None = None, timeout: float = 600.0) -> str:
+    qs = urllib.parse.urlencode({f"param_{k}": v for k, v in (params or {}).items()})
+    request = urllib.request.Request(f"{url}/?{qs}", data=sql.encode(), method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.read().decode()
+    except urllib.error.HTTPError as exc:
+        raise Broken(f"ClickHouse rejected: {exc.read().decode(errors='replace').strip()}") from exc
+    except (OSError, urllib.error.URLError) as exc:
+        raise Broken(f"ClickHouse not reachable at {url}: {exc}") from exc
+
+
+def split_sql(text: str) -> list[str]:
+    """Statements of a DDL file (the same rule as deploy/local/stack.py)."""
+    statements, current = [], []
+    for line in text.splitlines():
+        if line.strip().startswith("--"):
+            continue
+        current.append(line)
+        if line.rstrip().endswith(";"):
+            statement = "\n".join(current).strip().rstrip(";").strip()
+            if statement:
+                statements.append(statement)
+            current = []
+    tail = "\n".join(current).strip()
+    if tail:
+        statements.append(tail)
+    return statements
+
+
+def create_schema(url: str) -> None:
+    query(url, "CREATE DATABASE IF NOT EXISTS otel")
+    query(url, OTEL_LOGS_STANDIN)
+    for path in sorted((QUERIES / "schema").glob("*.sql")):
+        text = string.Template(path.read_text()).substitute(WIRELENS_REQUESTS_TTL_DAYS="30")
+        for statement in split_sql(text):
+            query(url, statement)
+
+
+# ------------------------------------------------------------------ data
+
+
+def load(url: str, rows: int, start: dt.datetime, batches: int = 10) -> float:
+    """The calls in `batches` time-ordered inserts (as the Collector's batches arrive, much
+    bigger), then one batch's first 10,000 calls again (a re-sent batch: FINAL must drop them)."""
+    start_s = int(start.timestamp())
+    t0 = time.monotonic()
+    log(f"loading {rows:,} synthetic calls into wirelens.requests in {batches} inserts "
+        f"(~{rows / 1_000_000 * 10:.0f} s on 2 idle cores) ...")
+    size = -(-rows // batches)
+    for first in range(0, rows, size):
+        count = min(size, rows - first)
+        query(url, LOAD_SQL.format(rows=rows, first=first, count=count, start_ns=start_s * 1_000_000_000,
+                                   window_ns=(WINDOW_S - 2) * 1_000_000_000))
+        log(f"  {first + count:>11,} calls ({time.monotonic() - t0:.0f} s)")
+    # A re-sent batch: the same rows again.
+    dup_from = start + dt.timedelta(seconds=WINDOW_S // 2)
+    query(url, "INSERT INTO wirelens.requests SELECT * FROM wirelens.requests "
+               f"WHERE timestamp >= '{dup_from:%Y-%m-%d %H:%M:%S}' ORDER BY timestamp LIMIT 10000")
+    query(url, METRICS_SQL.format(seconds=WINDOW_S, start_s=start_s))
+    log(f"  loaded in {time.monotonic() - t0:.1f} s; waiting for background merges to settle")
+    wait_for_merges(url)
+    counted = query(url, "SELECT count() FROM wirelens.requests").strip()
+    exact = query(url, "SELECT count() FROM wirelens.requests FINAL").strip()
+    parts = query(url, "SELECT count() FROM system.parts WHERE database = 'wirelens' "
+                       "AND table = 'requests' AND active").strip()
+    log(f"  {int(counted):,} rows ({int(exact):,} calls: FINAL drops the re-sent ones) in {parts} active parts; "
+        f"{query(url, 'SELECT count() FROM otel.otel_metrics_sum').strip()} metric points")
+    return time.monotonic() - t0
+
+
+def wait_for_merges(url: str, timeout_s: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while query(url, "SELECT count() FROM system.merges WHERE database = 'wirelens'").strip() != "0":
+        if time.monotonic() > deadline:
+            log("  merges still running; timing anyway")
+            return
+        time.sleep(1)  # polling interval while waiting on a deadline
+
+
+# ------------------------------------------------------------------ timing
+
+
+def query_params(sql: str, window: dict[str, str], run_id: str) -> dict[str, str]:
+    params = {**window, "run_id": run_id}
+    for name in re.findall(r"\{(\w+):[^}]+\}", sql):
+        if name not in params:
+            if name not in EXTRA_PARAMS:
+                raise Broken(f"no benchmark value for query parameter {{{name}}}")
+            params[name] = EXTRA_PARAMS[name]
+    return params
+
+
+def time_query(url: str, name: str, params: dict[str, str], runs: int) -> dict:
+    sql = saved.saved_query(name)
+    times, rows = [], None
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        out = query(url, f"{sql}\nFORMAT TabSeparated", params)
+        times.append(time.perf_counter() - t0)
+        rows = len(out.splitlines())
+    median_s = statistics.median(times)
+    return {"query": name, "rows": rows, "times_s": times, "median_s": median_s,
+            "pass": median_s < TARGET_S, "params": params}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=DEFAULT_ROWS, help="synthetic calls (default 10,000,000)")
+    ap.add_argument("--runs", type=int, default=RUNS, help="timed runs per query (default 3)")
+    ap.add_argument("--quick", action="store_true", help="smoke test: 200,000 rows, 1 run each")
+    ap.add_argument("--only", help="comma-separated saved query names")
+    ap.add_argument("--clickhouse-url", help="use this running ClickHouse instead of a scratch one "
+                    "(its wirelens.requests is replaced unless --skip-load)")
+    ap.add_argument("--skip-load", action="store_true", help="with --clickhouse-url: time the data already there")
+    ap.add_argument("--json", type=Path, default=JSON_OUT, help="results file")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.rows, args.runs = 200_000, 1
+
+    names = sorted(p.stem for p in QUERIES.glob("*.sql"))
+    if args.only:
+        names = [n for n in names if n in set(args.only.split(","))]
+
+    server = None
+    result: dict = {"meta": {"rows": args.rows, "runs": args.runs, "target_s": TARGET_S,
+                             "quick": args.quick, "host": platform.node(), "cpus": os.cpu_count(),
+                             "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")},
+                    "queries": [], "problems": []}
+    rc = 0
+    try:
+        if args.clickhouse_url:
+            url = args.clickhouse_url.rstrip("/")
+        else:
+            server = ScratchClickHouse()
+            log(f"starting a scratch ClickHouse on 127.0.0.1:{server.http_port} in {server.dir}")
+            server.start()
+            url = server.url
+        result["meta"]["clickhouse_version"] = query(url, "SELECT version()").strip()
+        if not args.skip_load:
+            create_schema(url)
+            query(url, "TRUNCATE TABLE wirelens.requests")
+            query(url, "TRUNCATE TABLE otel.otel_metrics_sum")
+            # The data's hour ends a minute ago (the table's TTL is counted from the call's time).
+            end = dt.datetime.now(dt.timezone.utc).replace(second=0, microsecond=0) - dt.timedelta(minutes=1)
+            result["meta"]["load_s"] = load(url, args.rows, end - dt.timedelta(seconds=WINDOW_S))
+        first, last, run_id = query(
+            url, "SELECT min(timestamp), max(timestamp), minIf(run_id, run_id != '') "
+                 "FROM wirelens.requests FORMAT TabSeparated").strip().split("\t")
+        lo = dt.datetime.fromisoformat(first[:26]).replace(second=0, microsecond=0)
+        window = saved.window(dt.timedelta(hours=1), lo + dt.timedelta(hours=1))
+        result["meta"].update(window=window, run_id=run_id)
+        log(f"timing {len(names)} saved queries, {args.runs} run(s) each, window "
+            f"{window['since']} .. {window['until']}, run_id {run_id!r}")
+        for name in names:
+            sql = saved.saved_query(name)
+            for rid in (run_id, ""):
+                label = f"{name} (run_id={rid!r})"
+                try:
+                    entry = time_query(url, name, query_params(sql, window, rid), args.runs)
+                except Broken as exc:
+                    result["problems"].append(f"{label}: {exc}")
+                    log(f"  {label}: FAILED: {exc}")
+                    rc = 1
+                    continue
+                entry["run_id"] = rid
+                result["queries"].append(entry)
+                log(f"  {label:<55} {entry['rows']:>7} rows {entry['median_s']:7.3f} s "
+                    f"{'PASS' if entry['pass'] else 'FAIL'}")
+    except Broken as exc:
+        result["problems"].append(str(exc))
+        print(f"error: {exc}", file=sys.stderr)
+        rc = 1
+    finally:
+        if server is not None:
+            log("stopping the scratch ClickHouse")
+            server.stop()
+
+    print()
+    print(f"Saved queries on {args.rows:,} calls ({args.runs} run(s) each, median; target < {TARGET_S:.0f} s)")
+    print(f"{'query':<30} {'run_id':<12} {'rows':>7} {'median s':>9}  verdict")
+    for e in result["queries"]:
+        print(f"{e['query']:<30} {e['run_id'] or '(all)':<12} {e['rows']:>7} {e['median_s']:>9.3f}  "
+              f"{'PASS' if e['pass'] else 'FAIL'}")
+    result["summary"] = {"all_pass": bool(result["queries"]) and all(e["pass"] for e in result["queries"]),
+                         "slowest_s": max((e["median_s"] for e in result["queries"]), default=None)}
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"JSON: {args.json}")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Run every wirelens benchmark, then print one summary screen (`make bench`).
+
+Each benchmark is a script in bench/ that prints its own progress and report
+and writes its results as JSON under build/bench/. This runner starts them one
+after the other (never in parallel: they would measure each other), then reads
+the JSON files and prints the lines that matter from each.
+
+To add a benchmark: write bench/<name>.py (same conventions: --quick, JSON
+output, exit 0 whatever the verdict, 1 if something broke) and add a Benchmark
+entry to BENCHMARKS with a function that turns its JSON into summary lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+OUT = ROOT / "build" / "bench"
+
+
+@dataclass
+class Benchmark:
+    name: str
+    script: str                               # in bench/
+    json: Path                                # what the script writes
+    summary: Callable[[dict], list[str]]      # JSON -> summary lines
+    quick_args: tuple[str, ...] = ("--quick",)
+
+
+def filter_cost_summary(data: dict) -> list[str]:
+    meta, comps, cells = data["meta"], data["summary"]["comparisons"], data["summary"]["cells"]
+    lines = [f"Envoy {meta['envoy_version']}, {meta['reps']} reps, wirelens.wasm "
+             f"{meta['wasm']['wirelens']['sha256']}{' (QUICK: smoke test only)' if meta.get('quick') else ''}"]
+    for load, by_exp in comps.items():
+        for exp, c in by_exp.items():
+            cpu = {v: cells[load].get(v + ("+exp" if exp == "on" else ""), {})
+                   .get("envoy_cpu_us_per_call", {}).get("median") for v in ("none", "empty", "wirelens")}
+            label = load + (" +exporters" if exp == "on" else "")
+            lines.append(
+                f"{label:<18} thr wirelens/none {c['throughput_wirelens_over_none']['median']:.3f} "
+                f"{'PASS' if c['pass_throughput'] else 'FAIL'}   "
+                f"+CPU over empty {c['added_cpu_us_wirelens_over_empty']['median']:+.1f} µs "
+                f"{'PASS' if c['pass_added_cpu'] else 'FAIL'}   "
+                f"(µs/call none {cpu['none']:.1f}, empty {cpu['empty']:.1f}, wirelens {cpu['wirelens']:.1f})")
+    if data.get("problems"):
+        lines.append(f"! {len(data['problems'])} problem(s) during the runs: results not trusted")
+    return lines
+
+
+def query_speed_summary(data: dict) -> list[str]:
+    queries = data.get("queries", [])
+    failed = [q for q in queries if not q.get("pass")]
+    slowest = max(queries, key=lambda q: q["median_s"], default=None)
+    meta = data.get("meta", {})
+    lines = [f"{len(queries)} saved-query runs on {meta.get('rows', '?'):,} calls: "
+             f"{'all PASS' if queries and not failed else f'{len(failed)} FAIL'}"
+             + (f", slowest {slowest['median_s']:.3f} s ({slowest['query']})" if slowest else "")]
+    if data.get("problems"):
+        lines.append(f"! {len(data['problems'])} problem(s): {data['problems'][0][:100]}")
+    return lines
+
+
+BENCHMARKS = [
+    Benchmark("filter-cost", "filter_cost.py", OUT / "filter_cost.json", filter_cost_summary),
+    Benchmark("query-speed", "query_speed.py", OUT / "query_speed.json", query_speed_summary),
+]
+# Only the benchmarks whose script is there (so a new one can land in two steps).
+BENCHMARKS = [b for b in BENCHMARKS if (HERE / b.script).exists()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Run every wirelens benchmark and print a summary.")
+    ap.add_argument("--quick", action="store_true", help="smoke-test every benchmark (tiny runs)")
+    ap.add_argument("--only", help="comma-separated benchmark names: "
+                    + ", ".join(b.name for b in BENCHMARKS))
+    args = ap.parse_args(argv)
+    chosen = BENCHMARKS
+    if args.only:
+        wanted = set(args.only.split(","))
+        unknown = wanted - {b.name for b in BENCHMARKS}
+        if unknown:
+            ap.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
+        chosen = [b for b in BENCHMARKS if b.name in wanted]
+
+    results: list[tuple[Benchmark, int, float]] = []
+    for bench in chosen:
+        print(f"\n######## {bench.name} ({bench.script})", flush=True)
+        start = time.monotonic()
+        stale = bench.json.stat().st_mtime if bench.json.exists() else None
+        cmd = [sys.executable, str(HERE / bench.script)] + (list(bench.quick_args) if args.quick else [])
+        rc = subprocess.call(cmd, cwd=ROOT)
+        if bench.json.exists() and bench.json.stat().st_mtime == stale:
+            rc = rc or 1  # no fresh results
+        results.append((bench, rc, time.monotonic() - start))
+
+    print("\n" + "=" * 78)
+    print("wirelens benchmarks: summary" + (" (--quick: smoke test, numbers meaningless)" if args.quick else ""))
+    print("=" * 78)
+    broken = 0
+    for bench, rc, elapsed in results:
+        status = "ok" if rc == 0 else f"BROKEN (exit {rc})"
+        print(f"{bench.name}  [{status}, {elapsed:.0f}s]  -> {bench.json.relative_to(ROOT)}")
+        if rc != 0:
+            broken += 1
+        try:
+            for line in bench.summary(json.loads(bench.json.read_text())):
+                print(f"  {line}")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"  (no summary: {exc.__class__.__name__}: {exc})")
+    print("PASS/FAIL are against the targets in bench/README.md; they do not change the exit status.")
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func closedURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + l.Addr().String()
+	l.Close()
+	return url
+}
+
+func TestHelpExplainsEveryFlag(t *testing.T) {
+	code, out, _ := runCmd(t, "--help")
+	if code != 0 || !strings.Contains(out, "report") || !strings.Contains(out, "trace") || !strings.Contains(out, "WIRELENS_CLICKHOUSE_URL") {
+		t.Errorf("wirelens --help: %d\n%s", code, out)
+	}
+	code, out, _ = runCmd(t, "report", "--help")
+	for _, flag := range []string{"--run ID", "--since DURATION", "--until TIME", "--html FILE", "--clickhouse-url URL", "--jaeger-url URL",
+		"--queries DIR", "--format table", "--timeout", "--resamples"} {
+		if code != 0 || !strings.Contains(out, flag) {
+			t.Errorf("report --help lacks %q (exit %d)", flag, code)
+		}
+	}
+	code, out, _ = runCmd(t, "help", "trace")
+	for _, flag := range []string{"Usage: wirelens trace ID", "--jaeger-url URL", "--all-tags", "--timeout"} {
+		if code != 0 || !strings.Contains(out, flag) {
+			t.Errorf("help trace lacks %q (exit %d)", flag, code)
+		}
+	}
+}
+
+func TestBadUsageExits2(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"frobnicate"},
+		{"report", "--bogus"},
+		{"report", "--run", "x", "--since", "1h"},
+		{"report", "--since", "soon"},
+		{"report", "--until", "yesterday"},
+		{"report", "--format", "json"},
+		{"report", "extra"},
+		{"trace"},
+		{"trace", "a", "b"},
+		{"trace", "xyz!"},
+	} {
+		code, _, errOut := runCmd(t, args...)
+		if code != 2 || !strings.Contains(errOut, "Usage: wirelens") {
+			t.Errorf("wirelens %v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+}
+
+func TestUnreachableServicesExit1NamingTheURL(t *testing.T) {
+	url := closedURL(t)
+	code, _, errOut := runCmd(t, "report", "--clickhouse-url", url, "--queries", t.TempDir())
+	if want := "wirelens: ClickHouse is not reachable at " + url + ": connection refused\n"; code != 1 || errOut != want {
+		t.Errorf("report: exit %d, stderr %q, want %q", code, errOut, want)
+	}
+	t.Setenv("WIRELENS_JAEGER_URL", url)
+	code, _, errOut = runCmd(t, "trace", "4bf92f3577b34da6a3ce929d0e0e4736")
+	if want := "wirelens: Jaeger is not reachable at " + url + ": connection refused\n"; code != 1 || errOut != want {
+		t.Errorf("trace: exit %d, stderr %q, want %q", code, errOut, want)
+	}
+}
+
+// A tiny ClickHouse stand-in: no calls for the built-in queries, one row for
+// the saved ones, an error for the one marked broken.
+func TestReportWritesHTMLAndExits1OnAQueryError(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), "broken") {
+			w.WriteHeader(http.StatusInternalServerError)
+			io.WriteString(w, "Code: 62. DB::Exception: Syntax error (SYNTAX_ERROR)")
+			return
+		}
+		if strings.Contains(string(body), "wirelens.requests") { // the report's own queries: no calls
+			io.WriteString(w, `{"meta":[{"name":"x","type":"UInt8"}],"data":[]}`)
+			return
+		}
+		io.WriteString(w, `{"meta":[{"name":"x","type":"UInt8"}],"data":[[1]]}`)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "ok.sql"), []byte("-- Question: does it work?\nSELECT {since:DateTime64(3)}"), 0o644)
+	html := filepath.Join(t.TempDir(), "report.html")
+	t.Setenv("WIRELENS_CLICKHOUSE_URL", srv.URL)
+	t.Setenv("WIRELENS_QUERIES_DIR", dir)
+	code, out, errOut := runCmd(t, "report", "--since", "15m", "--html", html)
+	if code != 0 || !strings.Contains(out, "== Does it work? [ok.sql]") || !strings.Contains(errOut, "wrote "+html) {
+		t.Errorf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	if data, err := os.ReadFile(html); err != nil || !strings.Contains(string(data), "Does it work?") {
+		t.Errorf("HTML: %v", err)
+	}
+
+	os.WriteFile(filepath.Join(dir, "zz_broken.sql"), []byte("-- Question: broken?\nSELECT broken"), 0o644)
+	code, out, errOut = runCmd(t, "report", "--since", "15m", "--format", "tsv")
+	if code != 1 || !strings.Contains(out, "# ERROR: Code: 62.") || !strings.Contains(out, "# ok\tDoes it work?\nx\n1\n") ||
+		!strings.Contains(errOut, "1 query failed") {
+		t.Errorf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+}

@@ -1,0 +1,134 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// WriteText prints the report for a terminal: a header with the window, then
+// one section per query with its table (format "table") or its TSV ("tsv").
+func WriteText(w io.Writer, rep *Report, format string) error {
+	var b strings.Builder
+	tsv := format == "tsv"
+	if tsv {
+		fmt.Fprintf(&b, "# wirelens report\n# window: %s → %s (%s)\n", FormatTime(rep.Window.Since), FormatTime(rep.Window.Until), rep.Window.Source)
+		if rep.Window.RunID != "" {
+			fmt.Fprintf(&b, "# run: %s\n", rep.Window.RunID)
+		}
+	} else {
+		fmt.Fprintf(&b, "wirelens report\n")
+		fmt.Fprintf(&b, "  window      %s → %s (%s; %s)\n", FormatTime(rep.Window.Since), FormatTime(rep.Window.Until),
+			FormatSpan(rep.Window.Until.Sub(rep.Window.Since)), rep.Window.Source)
+		if rep.Window.RunID != "" {
+			fmt.Fprintf(&b, "  run         %s\n", rep.Window.RunID)
+		}
+		fmt.Fprintf(&b, "  ClickHouse  %s\n  queries     %s\n", rep.ClickHouseURL, rep.QueriesDir)
+	}
+	for _, n := range rep.Notes {
+		if tsv {
+			fmt.Fprintf(&b, "# note: %s\n", n)
+		} else {
+			fmt.Fprintf(&b, "  note: %s\n", n)
+		}
+	}
+	for _, sec := range rep.AllSections() {
+		b.WriteString("\n")
+		if err := writeSectionText(&b, sec, tsv); err != nil {
+			return err
+		}
+		if sec == rep.Slowest && len(rep.SlowCalls) > 0 && !tsv {
+			c := rep.SlowCalls[0]
+			fmt.Fprintf(&b, "\n  Print a trace as a tree:  %s\n  In Jaeger:  %s  (JSON: %s)\n", c.Command, c.TraceURL, c.APIURL)
+		}
+	}
+	if n := rep.ErrorCount(); n > 0 && !tsv {
+		fmt.Fprintf(&b, "\n%d quer%s failed: see ERROR above.\n", n, plural(n, "y", "ies"))
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("writing the report: %w", err)
+	}
+	return nil
+}
+
+func writeSectionText(b *strings.Builder, sec *Section, tsv bool) error {
+	source := sec.Name + ".sql"
+	if sec.Builtin {
+		source = "built in: " + sec.Name
+	}
+	if tsv {
+		fmt.Fprintf(b, "# %s\t%s\n", sec.Name, sec.Title)
+	} else {
+		fmt.Fprintf(b, "== %s [%s]\n", wrap(sec.Title, 100, "   "), source)
+	}
+	prefix := "  "
+	if tsv {
+		prefix = "# "
+	}
+	if sec.Combined != "" {
+		fmt.Fprintf(b, "%s%s\n", prefix, sec.Combined)
+	}
+	for _, e := range sec.Errors {
+		fmt.Fprintf(b, "%sERROR: %s\n", prefix, strings.ReplaceAll(e, "\n", "\n"+prefix+"       "))
+	}
+	if res := sec.Shown(); res != nil && (len(res.Rows) > 0 || len(sec.Errors) == 0) {
+		var err error
+		if tsv {
+			err = WriteTSV(b, res)
+		} else {
+			err = WriteTable(b, res, "  ")
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, n := range sec.Notes {
+		fmt.Fprintf(b, "%snote: %s\n", prefix, n)
+	}
+	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// wrap breaks text into lines of at most width runes; continuation lines start with indent.
+func wrap(text string, width int, indent string) string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		if line != "" && len([]rune(line))+1+len([]rune(word)) > width {
+			lines = append(lines, line)
+			line = word
+			continue
+		}
+		if line == "" {
+			line = word
+		} else {
+			line += " " + word
+		}
+	}
+	lines = append(lines, line)
+	return strings.Join(lines, "\n"+indent)
+}
+
+// FormatTime writes an instant in UTC with milliseconds.
+func FormatTime(t time.Time) string {
+	return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
+}
+
+// FormatSpan writes a window's length.
+func FormatSpan(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%.3f s", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%.1f min", d.Minutes())
+	default:
+		return fmt.Sprintf("%.1f h", d.Hours())
+	}
+}
