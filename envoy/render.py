@@ -2,9 +2,20 @@
 """Render envoy/envoy.yaml.tmpl into a runnable Envoy config.
 
 The record the wirelens filter publishes (filter state `wasm.wirelens.*`) is
-exported twice by Envoy: as attributes of one OpenTelemetry access-log record
-per call, and as tags of the call's span. Both lists come from RECORD_FIELDS
-below, so the two can never drift apart.
+exported twice by Envoy: as attributes of one access-log record per call, and
+as tags of the call's span. Both lists come from RECORD_FIELDS below, so the
+two can never drift apart.
+
+Where the access-log record goes (ACCESS_LOG_SINKS):
+  file  one JSON line per call appended to a local file, which `logship`
+        (services/cmd/logship) tails and ships to the Collector, keeping a
+        checkpoint it advances only once the Collector has accepted a batch.
+        Nothing is lost while the Collector is down or restarting: the file is
+        the buffer. The local stack uses this sink.
+  otlp  Envoy's OpenTelemetry access logger, straight to the Collector over
+        gRPC. Simpler (no shipper), but Envoy drops the records of every call
+        made while the Collector is unreachable (stat
+        access_logs.open_telemetry_access_log.logs_dropped).
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+WEB_DIR = HERE.parent / "build" / "web"  # the browser page: services/web, `make web`
 
 
 def _filter_state(key: str) -> str:
@@ -63,6 +75,17 @@ RECORD_FIELDS: list[tuple[str, str, bool]] = [
     ("envoy.connection_id", "%CONNECTION_ID%", False),
 ]
 
+ACCESS_LOG_SINKS = ("otlp", "file")
+
+# The resource of every access-log record. The OTel access logger adds
+# log_name, node_name, cluster_name (the node below) to what it is given;
+# for the `file` sink logship adds all of them (its -resource flag, see
+# resource_flag()), so the records are the same either way.
+ACCESS_LOG_RESOURCE = {"service.name": "wirelens-envoy"}
+FILE_SINK_RESOURCE = {**ACCESS_LOG_RESOURCE, "log_name": "wirelens", "node_name": "wirelens-local",
+                      "cluster_name": "wirelens"}
+ACCESS_LOG_BODY = "%REQ(:METHOD)% %REQ(:PATH)% %PROTOCOL% %RESPONSE_CODE%"
+
 PORT_VARIABLES = (
     "WIRELENS_ENVOY_PORT",
     "WIRELENS_ENVOY_TRANSCODE_PORT",
@@ -87,6 +110,71 @@ def log_attributes_yaml(indent: int = 26) -> str:
     return "\n".join(lines)
 
 
+def access_log_line_format() -> dict:
+    """The JSON object Envoy's file access logger writes per call (one line each).
+
+    logship turns each line into one OTLP log record: `time` (the request's
+    start, epoch seconds with nanoseconds, as the OTel access logger stamps
+    it), `trace_id`/`span_id` (the call's span), `body`, and `attributes`,
+    carrying exactly the attributes of the OTel access logger's record.
+    """
+    return {
+        "time": "%START_TIME(%s.%9f)%",
+        "trace_id": "%TRACE_ID%",
+        "span_id": "%SPAN_ID%",
+        "body": ACCESS_LOG_BODY,
+        "attributes": {name: fmt for name, fmt, _ in RECORD_FIELDS},
+    }
+
+
+def resource_flag() -> str:
+    """The access-log resource as logship's -resource value (k=v,k=v)."""
+    return ",".join(f"{k}={v}" for k, v in FILE_SINK_RESOURCE.items())
+
+
+def access_loggers_yaml(sink: str, path: str | None, indent: int = 18) -> str:
+    pad = " " * indent
+    if sink == "file":
+        if not path:
+            raise ValueError("the file access-log sink needs a path")
+        lines = [
+            "- name: envoy.access_loggers.file",
+            "  typed_config:",
+            '    "@type": type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog',
+            f"    path: {_yaml_string(path)}",
+            "    log_format:",
+            # A JSON object is a valid YAML flow mapping.
+            f"      json_format: {json.dumps(access_log_line_format())}",
+        ]
+    elif sink == "otlp":
+        resource = "\n".join(
+            f"{pad}        - key: {k}\n{pad}          value: {{ string_value: {_yaml_string(v)} }}"
+            for k, v in ACCESS_LOG_RESOURCE.items())
+        lines = [
+            "- name: envoy.access_loggers.open_telemetry",
+            "  typed_config:",
+            '    "@type": type.googleapis.com/envoy.extensions.access_loggers.open_telemetry.v3.OpenTelemetryAccessLogConfig',
+            "    log_name: wirelens",
+            "    grpc_service:",
+            "      envoy_grpc: { cluster_name: otel_collector }",
+            "      timeout: 2s",
+            "    buffer_flush_interval: 0.2s",
+            "    resource_attributes:",
+            "      values:",
+        ]
+        body = [
+            "    body:",
+            f"      string_value: {_yaml_string(ACCESS_LOG_BODY)}",
+            "    attributes:",
+            "      values:",
+        ]
+        return "\n".join([pad + line for line in lines] + [resource] + [pad + line for line in body]
+                         + [log_attributes_yaml(indent + 8)])
+    else:
+        raise ValueError(f"access-log sink {sink!r}: expected one of {', '.join(ACCESS_LOG_SINKS)}")
+    return "\n".join(pad + line for line in lines)
+
+
 def span_tags_yaml(indent: int = 20) -> str:
     pad = " " * indent
     lines = []
@@ -97,8 +185,22 @@ def span_tags_yaml(indent: int = 20) -> str:
     return "\n".join(lines)
 
 
-def render(ports: dict[str, str], filter_wasm: Path, plugin_config: str, descriptor_set: Path) -> str:
-    """The Envoy config; plugin_config is the filter's JSON (build/opmap.json)."""
+def web_response(path: Path) -> str:
+    """The direct_response of one file of the browser page: the built file, or a 503 saying how to build it."""
+    if path.is_file():
+        return f"{{ status: 200, body: {{ filename: {_yaml_string(str(path.resolve()))} }} }}"
+    note = f"{path.name} of the wirelens browser page is not built: run `make web`, then restart the stack\n"
+    return f"{{ status: 503, body: {{ inline_string: {_yaml_string(note)} }} }}"
+
+
+def render(ports: dict[str, str], filter_wasm: Path, plugin_config: str, descriptor_set: Path,
+           access_log: str = "otlp", access_log_path: str | Path | None = None,
+           web_dir: Path = WEB_DIR) -> str:
+    """The Envoy config; plugin_config is the filter's JSON (build/opmap.json).
+
+    access_log picks the access-log sink (ACCESS_LOG_SINKS); `file` needs
+    access_log_path, the JSON-lines file logship tails.
+    """
     missing = [name for name in PORT_VARIABLES if not ports.get(name)]
     if missing:
         raise ValueError(f"missing port settings: {', '.join(missing)}")
@@ -116,8 +218,10 @@ def render(ports: dict[str, str], filter_wasm: Path, plugin_config: str, descrip
         WIRELENS_GRPC_SERVICES=json.dumps(services),
         WIRELENS_PLUGIN_CONFIG=_yaml_string(plugin_config),
         WIRELENS_TRANSCODED_PLUGIN_CONFIG=_yaml_string(transcoded_config),
-        LOG_ATTRIBUTES=log_attributes_yaml(),
+        ACCESS_LOGGERS=access_loggers_yaml(access_log, None if access_log_path is None else str(access_log_path)),
         SPAN_TAGS=span_tags_yaml(),
+        WIRELENS_WEB_INDEX=web_response(web_dir / "index.html"),
+        WIRELENS_WEB_APP=web_response(web_dir / "app.js"),
     )
 
 
@@ -130,12 +234,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="JSON file with the filter's plugin configuration (build/opmap.json)")
     parser.add_argument("--descriptor-set", required=True,
                         help="protobuf descriptor set of the services, for grpc_json_transcoder (build/proto/wirelens.pb)")
+    parser.add_argument("--access-log", choices=ACCESS_LOG_SINKS, default="otlp",
+                        help="access-log sink: otlp (Envoy's OTel access logger, straight to the Collector; "
+                             "records are dropped while it is unreachable) or file (JSON lines for logship: "
+                             "nothing lost across Collector outages)")
+    parser.add_argument("--access-log-path", help="with --access-log file: the JSON-lines file")
     parser.add_argument("-o", "--output", help="write here instead of stdout")
     args = parser.parse_args(argv)
     plugin_config = Path(args.plugin_config).read_text()
     json.loads(plugin_config)  # fail here, with the file name, rather than inside Envoy
     rendered = render(dict(os.environ), Path(args.wasm).resolve(), plugin_config,
-                      Path(args.descriptor_set).resolve())
+                      Path(args.descriptor_set).resolve(), access_log=args.access_log,
+                      access_log_path=args.access_log_path and Path(args.access_log_path).resolve())
     if args.output:
         Path(args.output).write_text(rendered)
     else:

@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
 """The local wirelens stack, without Docker: start, stop and inspect it.
 
-    stack.py up       start every component in dependency order, wait for each
-    stack.py down     stop exactly what `up` started (pid files), nothing else
-    stack.py status   each component: pid, port, health
+    stack.py up                 start every component in dependency order, wait for each
+    stack.py down               stop exactly what `up` started (pid files), nothing else
+    stack.py status             each component: pid, port, health
+    stack.py start COMPONENT    start one component (if it is not running)
+    stack.py stop COMPONENT     stop one component (SIGTERM, then SIGKILL after 20 s)
+    stack.py restart COMPONENT  stop, then start
+    stack.py kill COMPONENT     SIGKILL its whole process group at once: a crash, for tests
 
 Components, in start order: ClickHouse (chdb-core engine under a supervisor),
-Jaeger, the OpenTelemetry Collector, the REST and gRPC services, Envoy with the
-wirelens filter. Ports come from deploy/local/ports.env, overridden by
-environment variables of the same names. State (pid files, logs, data) lives
-in $WIRELENS_STATE_DIR (default: .run/local).
+Jaeger, the OpenTelemetry Collector, logship (ships Envoy's access-log file to
+the Collector), the REST and gRPC services, Envoy with the wirelens filter,
+procmetrics (CPU and memory of every component, as OTLP metrics). Ports come
+from deploy/local/ports.env, overridden by environment variables of the same
+names. State (pid files, logs, data, Envoy's access-log file and logship's
+checkpoint) lives in $WIRELENS_STATE_DIR (default: .run/local).
 """
 
 from __future__ import annotations
@@ -70,6 +76,20 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
         raise StackError(f"WIRELENS_REQUESTS_TTL_DAYS={settings['WIRELENS_REQUESTS_TTL_DAYS']!r} "
                          "is not a whole number of days")
     settings["WIRELENS_COLLECTOR_STORAGE_DIR"] = str(state_dir / "collector" / "storage")
+    # Where Envoy's per-call access-log records go (envoy/render.py): `file`
+    # (default) is a JSON-lines file that logship ships to the Collector with a
+    # checkpoint, so a Collector outage loses nothing; `otlp` is Envoy's OTel
+    # access logger straight to the Collector, which drops while it is down.
+    settings["WIRELENS_ACCESS_LOG_SINK"] = environ.get("WIRELENS_ACCESS_LOG_SINK", "file")
+    if settings["WIRELENS_ACCESS_LOG_SINK"] not in envoy_render.ACCESS_LOG_SINKS:
+        raise StackError(f"WIRELENS_ACCESS_LOG_SINK={settings['WIRELENS_ACCESS_LOG_SINK']!r}: expected one of "
+                         f"{', '.join(envoy_render.ACCESS_LOG_SINKS)}")
+    settings["WIRELENS_ACCESS_LOG"] = str(state_dir / "envoy" / "access.jsonl")
+    for name, default in (("WIRELENS_ENVOY_FILE_FLUSH_MS", "200"),
+                          ("WIRELENS_ACCESS_LOG_ROTATE_BYTES", str(64 << 20))):
+        settings[name] = environ.get(name, default)
+        if not settings[name].isdigit():
+            raise StackError(f"{name}={settings[name]!r} is not a whole number")
     settings["WIRELENS_CLICKHOUSE_ENDPOINT"] = environ.get(
         "WIRELENS_CLICKHOUSE_ENDPOINT",
         f"tcp://127.0.0.1:{settings['WIRELENS_CLICKHOUSE_TCP_PORT']}?dial_timeout=5s")
@@ -190,6 +210,8 @@ class Component:
     ready: Callable[[dict[str, str]], Callable[[], bool]]
     prepare: Callable[[dict[str, str]], None] | None = None
     after_ready: Callable[[dict[str, str]], None] | None = None
+    before_stop: Callable[[dict[str, str]], None] | None = None
+    enabled: Callable[[dict[str, str]], bool] = lambda s: True
     cwd: Path = ROOT
 
     def port(self, settings: dict[str, str]) -> int:
@@ -210,8 +232,36 @@ def _render_envoy(settings: dict[str, str]) -> None:
     wasm = Path(_require(BUILD / "wirelens_filter.wasm", "run `make filter`"))
     plugin_config = Path(_require(BUILD / "opmap.json", "run `make proto`")).read_text()
     descriptor_set = Path(_require(BUILD / "proto" / "wirelens.pb", "run `make proto`"))
-    rendered = envoy_render.render(settings, wasm, plugin_config, descriptor_set)
+    access_log = Path(settings["WIRELENS_ACCESS_LOG"])
+    access_log.parent.mkdir(parents=True, exist_ok=True)
+    rendered = envoy_render.render(settings, wasm, plugin_config, descriptor_set,
+                                   access_log=settings["WIRELENS_ACCESS_LOG_SINK"], access_log_path=access_log)
     (state_dir(settings) / "envoy.yaml").write_text(rendered)
+
+
+def _file_sink(settings: dict[str, str]) -> bool:
+    return settings["WIRELENS_ACCESS_LOG_SINK"] == "file"
+
+
+def logship_progress(settings: dict[str, str]) -> dict | None:
+    """logship's /progress (file, offset, pending_bytes, records_shipped, …), None if it does not answer."""
+    try:
+        status, body = http_get(f"http://127.0.0.1:{settings['WIRELENS_LOGSHIP_PORT']}/progress")
+    except (OSError, urllib.error.URLError):
+        return None
+    return json.loads(body) if status == 200 else None
+
+
+def _drain_logship(settings: dict[str, str], timeout_s: float = 10.0) -> None:
+    """Before logship stops: let it ship what Envoy wrote last (bounded; the rest ships at the next start)."""
+    if not read_pid(settings, "collector"):
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        progress = logship_progress(settings)
+        if progress is None or progress.get("pending_bytes", 0) <= 0:
+            return
+        time.sleep(0.1)  # polling interval while waiting on a deadline
 
 
 def _apply_schema(settings: dict[str, str]) -> None:
@@ -281,6 +331,21 @@ COMPONENTS: list[Component] = [
         after_ready=_apply_schema,
     ),
     Component(
+        name="logship",
+        command=lambda s: [_require(BIN / "logship", "run `make services`"),
+                           "-file", s["WIRELENS_ACCESS_LOG"],
+                           "-checkpoint", str(state_dir(s) / "logship" / "checkpoint.json"),
+                           "-endpoint", f"127.0.0.1:{s['WIRELENS_COLLECTOR_OTLP_PORT']}",
+                           "-resource", envoy_render.resource_flag(),
+                           "-listen", f"127.0.0.1:{s['WIRELENS_LOGSHIP_PORT']}",
+                           "-rotate-bytes", s["WIRELENS_ACCESS_LOG_ROTATE_BYTES"],
+                           "-reopen-url", f"http://127.0.0.1:{s['WIRELENS_ENVOY_ADMIN_PORT']}/reopen_logs"],
+        ports=["WIRELENS_LOGSHIP_PORT"],
+        ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_LOGSHIP_PORT']}/healthz"),
+        before_stop=_drain_logship,
+        enabled=_file_sink,
+    ),
+    Component(
         name="rest-service",
         command=lambda s: [_require(BIN / "rest-server", "run `make services`"),
                            "-listen", f"127.0.0.1:{s['WIRELENS_REST_PORT']}"],
@@ -298,10 +363,22 @@ COMPONENTS: list[Component] = [
         name="envoy",
         command=lambda s: [str(envoy_binary()), "-c", str(state_dir(s) / "envoy.yaml"),
                            "--disable-hot-restart", "--concurrency", s["WIRELENS_ENVOY_CONCURRENCY"],
+                           # how long the access-log file may lag behind the calls
+                           "--file-flush-interval-msec", s["WIRELENS_ENVOY_FILE_FLUSH_MS"],
                            "--log-level", "warn"],
         ports=["WIRELENS_ENVOY_ADMIN_PORT", "WIRELENS_ENVOY_PORT", "WIRELENS_ENVOY_TRANSCODE_PORT"],
         ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_ENVOY_ADMIN_PORT']}/ready", "LIVE"),
         prepare=_render_envoy,
+    ),
+    Component(
+        name="procmetrics",
+        command=lambda s: [_require(BIN / "procmetrics", "run `make services`"),
+                           "-pid-dir", str(state_dir(s) / "pids"),
+                           "-endpoint", f"127.0.0.1:{s['WIRELENS_COLLECTOR_OTLP_PORT']}",
+                           "-interval", "1s",
+                           "-listen", f"127.0.0.1:{s['WIRELENS_PROCMETRICS_PORT']}"],
+        ports=["WIRELENS_PROCMETRICS_PORT"],
+        ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_PROCMETRICS_PORT']}/healthz"),
     ),
 ]
 BY_NAME = {c.name: c for c in COMPONENTS}
@@ -387,6 +464,9 @@ def stop(name: str, settings: dict[str, str], grace_s: float = 20.0) -> str:
     if pid is None:
         pid_file.unlink(missing_ok=True)
         return "not running"
+    component = BY_NAME.get(name)
+    if component and component.before_stop:
+        component.before_stop(settings)
     _signal_group(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while _group_alive(pid):
@@ -396,6 +476,41 @@ def stop(name: str, settings: dict[str, str], grace_s: float = 20.0) -> str:
         time.sleep(0.05)  # polling interval while waiting on a deadline
     pid_file.unlink(missing_ok=True)
     return f"stopped pid {pid}"
+
+
+def kill(name: str, settings: dict[str, str], timeout_s: float = 20.0) -> str:
+    """SIGKILL the component's whole process group at once (a crash: no shutdown code runs)."""
+    pid = read_pid(settings, name)
+    pid_file = pid_path(settings, name)
+    if pid is None:
+        pid_file.unlink(missing_ok=True)
+        return "not running"
+    _signal_group(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout_s
+    while _group_alive(pid):
+        if time.monotonic() > deadline:
+            raise StackError(f"{name}: process group {pid} still alive {timeout_s:.0f}s after SIGKILL")
+        time.sleep(0.05)  # polling interval while waiting on a deadline
+    pid_file.unlink(missing_ok=True)
+    return f"killed pid {pid}"
+
+
+def start_one(name: str, settings: dict[str, str]) -> str:
+    component = component_named(name)
+    pid = read_pid(settings, name)
+    if pid:
+        return f"already running (pid {pid})"
+    if not component.enabled(settings):
+        return "disabled by the settings"
+    t0 = time.monotonic()
+    pid = start(component, settings)
+    return f"pid {pid} port {component.port(settings)} ready in {time.monotonic() - t0:.1f}s"
+
+
+def component_named(name: str) -> Component:
+    if name not in BY_NAME:
+        raise StackError(f"no component {name!r}; components: {', '.join(BY_NAME)}")
+    return BY_NAME[name]
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -425,12 +540,14 @@ def _group_alive(pgid: int) -> bool:
 def up(settings: dict[str, str], log: Callable[[str], None] = print) -> None:
     # Check every port first: fail before anything starts, not halfway.
     for component in COMPONENTS:
-        if not read_pid(settings, component.name):
+        if component.enabled(settings) and not read_pid(settings, component.name):
             for variable in component.ports:
                 check_port_free(int(settings[variable]), variable, component.name)
     started: list[str] = []
     try:
         for component in COMPONENTS:
+            if not component.enabled(settings):
+                continue
             if read_pid(settings, component.name):
                 log(f"  {component.name:<13} already running (pid {read_pid(settings, component.name)})")
                 continue
@@ -455,6 +572,8 @@ def status(settings: dict[str, str], log: Callable[[str], None] = print) -> bool
     log(f"  {'component':<13} {'pid':<8} {'port':<6} {'health':<8} log")
     for component in COMPONENTS:
         pid = read_pid(settings, component.name)
+        if not component.enabled(settings) and not pid:
+            continue
         answers = component.ready(settings)()
         health = ("up" if answers else "DOWN") if pid else ("foreign" if answers else "stopped")
         healthy &= bool(pid) and answers
@@ -468,8 +587,13 @@ def status(settings: dict[str, str], log: Callable[[str], None] = print) -> bool
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["up", "down", "status", "render-envoy", "apply-schema"])
+    parser.add_argument("command", choices=["up", "down", "status", "render-envoy", "apply-schema",
+                                            "start", "stop", "restart", "kill"])
+    parser.add_argument("component", nargs="?", help="for start, stop, restart, kill: " + ", ".join(BY_NAME))
     args = parser.parse_args(argv)
+    one = args.command in ("start", "stop", "restart", "kill")
+    if one != bool(args.component):
+        parser.error(f"{args.command} takes a component name" if one else f"{args.command} takes no component")
     try:
         settings = load_settings()
         if args.command == "up":
@@ -486,6 +610,18 @@ def main(argv: list[str] | None = None) -> int:
             print(state_dir(settings) / "envoy.yaml")
         elif args.command == "apply-schema":
             apply_schema(settings)
+        elif args.command == "start":
+            print(f"  {args.component:<13} {start_one(args.component, settings)}")
+        elif args.command == "stop":
+            component_named(args.component)
+            print(f"  {args.component:<13} {stop(args.component, settings)}")
+        elif args.command == "restart":
+            component_named(args.component)
+            print(f"  {args.component:<13} {stop(args.component, settings)}")
+            print(f"  {args.component:<13} {start_one(args.component, settings)}")
+        elif args.command == "kill":
+            component_named(args.component)
+            print(f"  {args.component:<13} {kill(args.component, settings)}")
     except StackError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
