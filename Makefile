@@ -109,6 +109,8 @@ test-unit: ## unit tests of each component
 	@cd filters && cargo test --locked --workspace
 	@echo "==> services: go vet, go test"
 	@cd services && go vet ./... && go test ./...
+	@echo "==> filter ABI: the built .wasm on a wasmtime proxy-wasm host"
+	@cd filters/abi && CARGO_TARGET_DIR=$(ROOT)/build/cargo-abi cargo test --release --locked
 	@echo "==> filter core: a short fuzz run (make fuzz for a long one)"
 	@tools/fuzz --seconds 20
 	@echo "==> web: node --test"
@@ -119,6 +121,25 @@ test-unit: ## unit tests of each component
 
 test-e2e: browser ## end-to-end: the whole stack on free ports, exact counts in ClickHouse, spans in Jaeger
 	@$(PY) -m pytest -q -p no:cacheprovider tests/e2e
+
+# ------------------------------------------------------------------ benchmarks
+
+BENCH_ARGS ?=
+
+.PHONY: bench bench-filter bench-tools filter-empty
+bench-tools: ## wrk, h2load, nghttp from Debian (apt-get install wrk nghttp2-client; root)
+	@bench/install-tools
+
+filter-empty: rust-target ## the empty proxy-wasm filter (benchmark baseline) -> build/wirelens_empty_filter.wasm
+	@$(KEYED) filter-empty build/wirelens_empty_filter.wasm 'filters/empty/Cargo.toml filters/empty/Cargo.lock filters/empty/src' -- bash -c \
+	  'cd filters/empty && cargo build --release --locked --target wasm32-wasip1 && \
+	   cp $(CARGO_TARGET_DIR)/wasm32-wasip1/release/wirelens_empty_filter.wasm $(ROOT)/build/wirelens_empty_filter.wasm'
+
+bench-filter: venv filter filter-empty proto bench-tools ## filter cost: no filter vs empty wasm vs wirelens (BENCH_ARGS="--quick", "--exporters both", ...)
+	@$(PY) bench/filter_cost.py --no-build $(BENCH_ARGS)
+
+bench: venv filter filter-empty proto bench-tools ## every benchmark, then a one-screen summary (BENCH_ARGS=--quick)
+	@$(PY) bench/run_all.py $(BENCH_ARGS)
 
 .PHONY: fuzz
 fuzz: ## fuzz the filter core (cargo-fuzz, 300 s per target; FUZZ_SECONDS=N)
