@@ -17,6 +17,7 @@ ROOT := $(abspath .)
 # Pinned versions.
 OCB_VERSION            := v0.161.0
 JAEGER_MODULE_VERSION  := v1.76.0# Jaeger v2.13.0
+GHZ_VERSION            := v0.121.0
 
 export GOMODCACHE  := $(ROOT)/.cache/go/mod
 export GOCACHE     := $(ROOT)/.cache/go/build
@@ -37,8 +38,8 @@ help: ## list targets
 
 # ------------------------------------------------------------------ bootstrap
 
-.PHONY: bootstrap prereqs venv rust-target filter proto collector jaeger services web browser
-bootstrap: prereqs venv filter proto collector jaeger services web ## build everything that is missing or stale
+.PHONY: bootstrap prereqs venv rust-target filter proto collector jaeger services web browser ghz
+bootstrap: prereqs venv filter proto collector jaeger services web ghz ## build everything that is missing or stale
 
 prereqs:
 	@tools/check-prereqs
@@ -79,6 +80,9 @@ web: prereqs ## the browser page (services/web) -> build/web/{index.html,app.js}
 	@$(KEYED) web build/web/app.js 'services/web/package-lock.json services/web/build.mjs services/web/src proto/wirelens' -- bash -c \
 	  'cd services/web && npm run build'
 
+ghz: prereqs ## ghz, an independent gRPC load tool for the cross-check -> bin/ghz
+	@KEY_EXTRA=$(GHZ_VERSION) $(KEYED) ghz bin/ghz '' -- go install github.com/bojand/ghz/cmd/ghz@$(GHZ_VERSION)
+
 browser: ## Debian's chromium for the browser and report tests (root, apt-get)
 	@services/web/install-browser
 
@@ -99,8 +103,13 @@ status: ## each component: pid, port, health
 DEMO_CALLS ?= 300
 
 .PHONY: demo test test-unit test-e2e
-demo: up ## start the stack, send traffic over REST, gRPC, gRPC-Web, print the comparison
+demo: up ## start the stack, send traffic over every protocol, print the comparison, then the quick E1–E5
 	@$(PY) deploy/local/demo.py --calls $(DEMO_CALLS)
+	@$(PY) deploy/local/experiments.py --no-start
+
+.PHONY: experiments
+experiments: up ## reproduce E1–E5 (quick -> build/experiments/quick.md; FULL=1: published sizes -> docs/experiments.md, ~25 min)
+	@$(PY) deploy/local/experiments.py $(if $(FULL),--full)
 
 test: bootstrap test-unit test-e2e ## every test
 
@@ -119,7 +128,7 @@ test-unit: ## unit tests of each component
 	@proto/gen.sh --check
 	@$(PY) -m pytest -q -p no:cacheprovider tests/unit proto
 
-test-e2e: browser ## end-to-end: the whole stack on free ports, exact counts in ClickHouse, spans in Jaeger
+test-e2e: browser bench-tools ## end-to-end: the whole stack on free ports, exact counts in ClickHouse, spans in Jaeger
 	@$(PY) -m pytest -q -p no:cacheprovider tests/e2e
 
 # ------------------------------------------------------------------ benchmarks

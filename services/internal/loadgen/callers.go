@@ -36,29 +36,46 @@ type callStats struct {
 	sent, received int
 }
 
-// caller performs call i (0-based) of the workload over one protocol.
+// callInfo is one call: its index i (0-based within its phase), the worker
+// (user) sending it, its traceparent and run id.
+type callInfo struct {
+	i           int64
+	worker      int
+	traceparent string
+	runID       string
+	warmup      bool
+}
+
+// caller performs one call of the workload over one protocol.
 type caller interface {
-	call(ctx context.Context, i int64, traceparent string) (callStats, error)
+	call(ctx context.Context, ci callInfo) (callStats, error)
 	close() error
 }
 
-func newCaller(cfg Config, w *workload) (caller, error) {
+// newCaller builds the caller of w; warm is the workload of warm-up calls
+// (w itself unless warm-up streams have their own length; only client and
+// bidi streams, so only gRPC, differ).
+func newCaller(cfg Config, w, warm *workload) (caller, error) {
 	switch cfg.Protocol {
 	case ProtocolREST, ProtocolRESTProto:
 		return newRESTCaller(cfg, w)
 	case ProtocolGRPC:
-		conn, err := grpc.NewClient(cfg.Target,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithUserAgent(userAgent),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxGRPCMessageBytes)))
-		if err != nil {
-			return nil, fmt.Errorf("creating gRPC client for %s: %w", cfg.Target, err)
+		c := &grpcCaller{w: w, warm: warm}
+		for range cfg.grpcChannels() {
+			conn, err := grpc.NewClient(cfg.Target,
+				grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithUserAgent(userAgent),
+				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxGRPCMessageBytes)))
+			if err != nil {
+				c.close()
+				return nil, fmt.Errorf("creating gRPC client for %s: %w", cfg.Target, err)
+			}
+			c.conns = append(c.conns, conn)
 		}
-		return &grpcCaller{conn: conn, runID: cfg.RunID, w: w}, nil
+		return c, nil
 	case ProtocolGRPCWeb, ProtocolGRPCWebText:
 		c := &grpcWebCaller{
 			httpCaller:  newHTTPCaller(cfg),
-			runID:       cfg.RunID,
 			url:         "http://" + cfg.Target + w.op.GRPCPath,
 			contentType: grpcweb.ContentTypeProto,
 			text:        cfg.Protocol == ProtocolGRPCWebText,
@@ -80,7 +97,8 @@ func newCaller(cfg Config, w *workload) (caller, error) {
 	}
 }
 
-// httpCaller holds an HTTP/1.1 client with one connection per worker.
+// httpCaller holds an HTTP/1.1 client with one connection per call in
+// flight (per worker, per user).
 type httpCaller struct {
 	client *http.Client
 }
@@ -88,12 +106,13 @@ type httpCaller struct {
 func newHTTPCaller(cfg Config) httpCaller {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
+	conns := cfg.connections()
 	tr := &http.Transport{
 		Protocols:           &protocols,
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        cfg.Concurrency,
-		MaxIdleConnsPerHost: cfg.Concurrency,
-		MaxConnsPerHost:     cfg.Concurrency,
+		MaxIdleConns:        conns,
+		MaxIdleConnsPerHost: conns,
+		MaxConnsPerHost:     conns,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true, // no Accept-Encoding: bodies stay as the services wrote them
 	}
@@ -132,7 +151,6 @@ func (h httpCaller) do(ctx context.Context, method, url, contentType string, bod
 // body (rest) or a protobuf body and Accept (rest-proto).
 type restCaller struct {
 	httpCaller
-	runID    string
 	base     string // http://host:port
 	proto    bool   // rest-proto
 	method   string
@@ -161,7 +179,6 @@ func newRESTCaller(cfg Config, w *workload) (*restCaller, error) {
 	}
 	c := &restCaller{
 		httpCaller: newHTTPCaller(cfg),
-		runID:      cfg.RunID,
 		base:       "http://" + cfg.Target,
 		proto:      cfg.Protocol == ProtocolRESTProto,
 		method:     rule.Method,
@@ -203,8 +220,8 @@ func (c *restCaller) build(req proto.Message) (restRequest, error) {
 	return r, err
 }
 
-func (c *restCaller) call(ctx context.Context, i int64, traceparent string) (callStats, error) {
-	req := c.w.request(i)
+func (c *restCaller) call(ctx context.Context, ci callInfo) (callStats, error) {
+	req := c.w.request(ci.i)
 	r := c.fixed
 	if r == nil {
 		built, err := c.build(req)
@@ -214,7 +231,7 @@ func (c *restCaller) call(ctx context.Context, i int64, traceparent string) (cal
 		r = &built
 	}
 	name := c.protocol() + " " + c.method + " " + r.url
-	header := http.Header{"Traceparent": {traceparent}}
+	header := http.Header{"Traceparent": {ci.traceparent}}
 	contentType := restapi.ContentTypeJSON
 	if c.proto {
 		// The Content-Type goes on bodiless requests too: it is how the
@@ -222,7 +239,7 @@ func (c *restCaller) call(ctx context.Context, i int64, traceparent string) (cal
 		contentType = restapi.ContentTypeProtobuf
 		header.Set("Accept", restapi.ContentTypeProtobuf)
 	}
-	resp, body, err := c.do(ctx, c.method, r.url, contentType, r.body, withRunID(header, c.runID))
+	resp, body, err := c.do(ctx, c.method, r.url, contentType, r.body, withRunID(header, ci.runID))
 	if err != nil {
 		return callStats{sent: 1}, fmt.Errorf("%s: %w", name, err)
 	}
@@ -254,40 +271,56 @@ func (c *restCaller) protocol() string {
 	return ProtocolREST
 }
 
+// grpcCaller sends every streaming shape over grpc-go: one channel (HTTP/2
+// connection) per user in the closed model, one shared channel otherwise.
 type grpcCaller struct {
-	conn  *grpc.ClientConn
-	runID string
+	conns []*grpc.ClientConn
 	w     *workload
+	warm  *workload
 }
 
-func (c *grpcCaller) call(ctx context.Context, i int64, traceparent string) (callStats, error) {
-	ctx = metadata.AppendToOutgoingContext(ctx, "traceparent", traceparent)
-	if c.runID != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, RunHeader, c.runID)
+// grpcCall is one call over one channel.
+type grpcCall struct {
+	conn *grpc.ClientConn
+	w    *workload
+}
+
+func (c *grpcCaller) call(ctx context.Context, ci callInfo) (callStats, error) {
+	ctx = metadata.AppendToOutgoingContext(ctx, "traceparent", ci.traceparent)
+	if ci.runID != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, RunHeader, ci.runID)
+	}
+	g := grpcCall{conn: c.conns[ci.worker%len(c.conns)], w: c.w}
+	if ci.warmup {
+		g.w = c.warm
 	}
 	var (
 		st  callStats
 		err error
 	)
-	switch c.w.op.Streaming {
+	switch g.w.op.Streaming {
 	case "unary":
-		st, err = c.unary(ctx, i)
+		st, err = g.unary(ctx, ci.i)
 	case "server":
-		st, err = c.serverStream(ctx, i)
+		st, err = g.serverStream(ctx, ci.i)
 	case "client":
-		st, err = c.clientStream(ctx, i)
+		st, err = g.clientStream(ctx, ci.i)
 	case "bidi":
-		st, err = c.bidiStream(ctx, i)
+		if g.w.lockstep {
+			st, err = g.bidiLockstep(ctx, ci.i)
+		} else {
+			st, err = g.bidiStream(ctx, ci.i)
+		}
 	default:
-		err = fmt.Errorf("unknown streaming shape %q", c.w.op.Streaming)
+		err = fmt.Errorf("unknown streaming shape %q", g.w.op.Streaming)
 	}
 	if err != nil {
-		return st, fmt.Errorf("grpc %s: %w", c.w.op.GRPCPath, err)
+		return st, fmt.Errorf("grpc %s: %w", g.w.op.GRPCPath, err)
 	}
 	return st, nil
 }
 
-func (c *grpcCaller) unary(ctx context.Context, i int64) (callStats, error) {
+func (c grpcCall) unary(ctx context.Context, i int64) (callStats, error) {
 	req, reply := c.w.request(i), c.w.newReply()
 	if err := c.conn.Invoke(ctx, c.w.op.GRPCPath, req, reply); err != nil {
 		return callStats{sent: 1}, err
@@ -295,7 +328,7 @@ func (c *grpcCaller) unary(ctx context.Context, i int64) (callStats, error) {
 	return callStats{sent: 1, received: 1}, c.w.check(req, reply)
 }
 
-func (c *grpcCaller) serverStream(ctx context.Context, i int64) (st callStats, err error) {
+func (c grpcCall) serverStream(ctx context.Context, i int64) (st callStats, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, c.w.op.GRPCPath)
@@ -330,7 +363,7 @@ func (c *grpcCaller) serverStream(ctx context.Context, i int64) (st callStats, e
 	return st, nil
 }
 
-func (c *grpcCaller) clientStream(ctx context.Context, i int64) (st callStats, err error) {
+func (c grpcCall) clientStream(ctx context.Context, i int64) (st callStats, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, c.w.op.GRPCPath)
@@ -360,7 +393,7 @@ func (c *grpcCaller) clientStream(ctx context.Context, i int64) (st callStats, e
 // bidiStream sends the stream's messages from one goroutine while this one
 // reads the echoes (reading only after sending would stall both sides once
 // the flow-control windows fill), and checks that reply j answers message j.
-func (c *grpcCaller) bidiStream(ctx context.Context, i int64) (st callStats, err error) {
+func (c grpcCall) bidiStream(ctx context.Context, i int64) (st callStats, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, c.w.op.GRPCPath)
@@ -425,13 +458,61 @@ func (c *grpcCaller) bidiStream(ctx context.Context, i int64) (st callStats, err
 	return st, nil
 }
 
-func (c *grpcCaller) close() error { return c.conn.Close() }
+// bidiLockstep sends message j only after reply j-1 arrived: one message
+// in flight on the stream, each a round trip (a sequential client that
+// keeps its stream open, as E5's).
+func (c grpcCall) bidiLockstep(ctx context.Context, i int64) (st callStats, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, c.w.op.GRPCPath)
+	if err != nil {
+		return st, err
+	}
+	for j := range c.w.messages {
+		msg := c.w.message(i, j)
+		if err := stream.SendMsg(msg); err != nil {
+			if errors.Is(err, io.EOF) { // the server ended the call: RecvMsg returns its status
+				break
+			}
+			return st, fmt.Errorf("sending message %d: %w", j+1, err)
+		}
+		st.sent++
+		reply := c.w.newReply()
+		if err := stream.RecvMsg(reply); err != nil {
+			return st, fmt.Errorf("after %d replies: %w", st.received, err)
+		}
+		st.received++
+		if err := c.w.check(msg, reply); err != nil {
+			return st, fmt.Errorf("reply %d: %w", st.received, err)
+		}
+	}
+	if err := stream.CloseSend(); err != nil {
+		return st, fmt.Errorf("closing the send side: %w", err)
+	}
+	if err := stream.RecvMsg(c.w.newReply()); !errors.Is(err, io.EOF) {
+		if err == nil {
+			return st, fmt.Errorf("more replies than the %d messages sent", c.w.messages)
+		}
+		return st, fmt.Errorf("after %d replies: %w", st.received, err)
+	}
+	if st.received != c.w.messages {
+		return st, fmt.Errorf("%d replies to %d messages", st.received, c.w.messages)
+	}
+	return st, nil
+}
+
+func (c *grpcCaller) close() error {
+	var errs []error
+	for _, conn := range c.conns {
+		errs = append(errs, conn.Close())
+	}
+	return errors.Join(errs...)
+}
 
 // grpcWebCaller sends unary and server-streaming calls as gRPC-Web (binary
 // or text); gRPC-Web has no client streaming.
 type grpcWebCaller struct {
 	httpCaller
-	runID            string
 	url, contentType string
 	fixedBody        []byte // when the request does not vary between calls
 	text             bool
@@ -450,8 +531,8 @@ func (c *grpcWebCaller) encode(req proto.Message) ([]byte, error) {
 	return body, nil
 }
 
-func (c *grpcWebCaller) call(ctx context.Context, i int64, traceparent string) (callStats, error) {
-	req := c.w.request(i)
+func (c *grpcWebCaller) call(ctx context.Context, ci callInfo) (callStats, error) {
+	req := c.w.request(ci.i)
 	body := c.fixedBody
 	if body == nil {
 		var err error
@@ -462,9 +543,9 @@ func (c *grpcWebCaller) call(ctx context.Context, i int64, traceparent string) (
 	st := callStats{sent: 1}
 	extra := withRunID(http.Header{
 		"X-Grpc-Web":  {"1"},
-		"Traceparent": {traceparent},
+		"Traceparent": {ci.traceparent},
 		"Accept":      {c.contentType},
-	}, c.runID)
+	}, ci.runID)
 	resp, body, err := c.do(ctx, http.MethodPost, c.url, c.contentType, body, extra)
 	if err != nil {
 		return st, fmt.Errorf("grpc-web %s: %w", c.url, err)

@@ -1,21 +1,17 @@
 // Package loadgen drives one wirelens operation over one protocol through
 // Envoy (a single listener with codec AUTO, routing by path and content
-// type), with a fresh W3C traceparent on every call, and summarises the run.
+// type), with a fresh W3C traceparent on every call, under one of four load
+// models, and summarises the run from client-side HDR histograms.
 package loadgen
 
 import (
-	"bufio"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/wirelens/wirelens/services/internal/ops"
@@ -35,51 +31,143 @@ func Protocols() []string {
 	return []string{ProtocolREST, ProtocolRESTProto, ProtocolGRPC, ProtocolGRPCWeb, ProtocolGRPCWebText}
 }
 
+// Load models.
+const (
+	// ModelSequential: one call at a time on one connection, -n calls (E2, E3, E5).
+	ModelSequential = "sequential"
+	// ModelConcurrent: -n calls shared by -concurrency workers, each sending
+	// its next call as soon as the previous one answered (no think time).
+	ModelConcurrent = "concurrent"
+	// ModelClosed: -users virtual users started at -spawn-rate, each calling,
+	// then thinking a uniform random time in -think, until -duration (E1, E4).
+	// Each user has its own connection (HTTP/1.1) or channel (gRPC).
+	ModelClosed = "closed"
+	// ModelOpen: calls arrive at a constant -rate whatever the answers do;
+	// latency is counted from each call's intended send time, so queueing
+	// in the client (coordinated omission) shows in the percentiles.
+	ModelOpen = "open"
+)
+
+// Models lists the load models.
+func Models() []string {
+	return []string{ModelSequential, ModelConcurrent, ModelClosed, ModelOpen}
+}
+
 // Defaults of the operation parameters (used when the Config field is 0).
 const (
-	DefaultMessages = 10  // messages per client or bidi stream
-	DefaultCount    = 100 // ListProducts count, ServerStream replies
+	DefaultMessages    = 10   // messages per client or bidi stream
+	DefaultCount       = 100  // ListProducts count, ServerStream replies
+	DefaultMaxInFlight = 1000 // open model: calls in flight at once
 )
+
+// WarmupSuffix is appended to the run id of warm-up calls, so that
+// proxy-side queries over the run id leave them out.
+const WarmupSuffix = "-warmup"
 
 const userAgent = "wirelens-loadgen/1"
 
 // Config is one run.
 type Config struct {
-	Target      string        // host:port of Envoy's listener
-	Protocol    string        // one of Protocols()
-	Operation   string        // e.g. hello.SayHello
-	Name        string        // HelloRequest.name
-	Number      int           // FactorialRequest.number
-	ID          int           // GetProductRequest.id; 0 cycles through 1..catalog.Size
-	Count       int           // ListProducts count and ServerStream replies (0: DefaultCount)
-	Content     string        // echo content; "" means "TestContent<index>" as in E5
-	Messages    int           // messages per client or bidi stream (0: DefaultMessages)
-	N           int           // number of calls (a stream is one call)
-	Concurrency int           // calls in flight at once
-	Timeout     time.Duration // bound on the whole run
-	TraceIDs    io.Writer     // if set, gets "<protocol>\t<trace id>\n" per successful call
-	RunID       string        // if set, sent as the x-wirelens-run header of every call
+	Target    string // host:port of Envoy's listener
+	Protocol  string // one of Protocols()
+	Operation string // e.g. hello.SayHello
+	Name      string // HelloRequest.name
+	Number    int    // FactorialRequest.number
+	ID        int    // GetProductRequest.id; 0 cycles through 1..catalog.Size
+	Count     int    // ListProducts count and ServerStream replies (0: DefaultCount)
+	Content   string // echo content; "" means "TestContent<index>" as in E5
+	Messages  int    // messages per client or bidi stream (0: DefaultMessages)
+	// Lockstep makes a bidi stream send each message only after the reply
+	// to the previous one (ping-pong); otherwise sending and receiving
+	// overlap (pipelined).
+	Lockstep bool
+
+	// Model is one of Models(); "" means sequential when Concurrency is 1,
+	// concurrent otherwise.
+	Model string
+	// N bounds the measured calls (a stream is one call). 0: no count bound
+	// (then Duration must bound the run).
+	N int
+	// Duration bounds the measured phase (0: none; closed and open models
+	// need N or Duration).
+	Duration    time.Duration
+	Concurrency int           // concurrent model: workers (sequential: 1)
+	Users       int           // closed model: virtual users
+	ThinkMin    time.Duration // closed model: think time after each call, uniform in [ThinkMin, ThinkMax]
+	ThinkMax    time.Duration
+	SpawnRate   float64 // closed model: users started per second (0: all at once)
+	Rate        float64 // open model: calls per second
+	MaxInFlight int     // open model: calls in flight at once (0: DefaultMaxInFlight)
+
+	// Warm-up: the first WarmupCalls calls, or the calls started within
+	// WarmupDuration (whichever ends first when both are set), are sent
+	// with the run id RunID+WarmupSuffix and left out of the summary.
+	WarmupCalls    int
+	WarmupDuration time.Duration
+	// WarmupMessages, if set, replaces Messages for warm-up streams (a
+	// 100,000-message client stream needs no 50 warm-up streams as long).
+	WarmupMessages int
+
+	Timeout  time.Duration // hard bound on the whole run, warm-up included
+	TraceIDs io.Writer     // if set, gets "<protocol>\t<trace id>\n" per successful measured call
+	RunID    string        // if set, sent as the x-wirelens-run header of every measured call
+
+	// Stop, when closed, ends the run gracefully: no new calls start, the
+	// calls in flight finish (within Timeout).
+	Stop <-chan struct{}
+	// Progress, if set, gets a progress line every ProgressInterval
+	// (redrawn in place when ProgressTTY).
+	Progress         io.Writer
+	ProgressInterval time.Duration
+	ProgressTTY      bool
 }
 
-// Summary is the one-line JSON result of a run. Latencies are those of the
-// successful calls, nearest-rank percentiles.
+// Summary is the one-line JSON result of a run: the measured phase only.
+// Latencies are those of the successful calls, from an HDR histogram
+// (microsecond resolution, 3 significant digits).
 type Summary struct {
 	Protocol  string  `json:"protocol"`
 	Operation string  `json:"operation"`
+	Model     string  `json:"model"`
+	RunID     string  `json:"run_id,omitempty"`
 	Calls     int     `json:"calls"`
 	OK        int     `json:"ok"`
 	Errors    int     `json:"errors"`
 	P50Ms     float64 `json:"p50_ms"`
+	P90Ms     float64 `json:"p90_ms"`
+	P95Ms     float64 `json:"p95_ms"`
 	P99Ms     float64 `json:"p99_ms"`
-	ElapsedS  float64 `json:"elapsed_s"`
-	// Messages sent and received over every call, successful or not: 1 each
-	// per unary call, the stream's messages for streaming calls.
-	MessagesSent     int64 `json:"messages_sent"`
-	MessagesReceived int64 `json:"messages_received"`
+	MinMs     float64 `json:"min_ms"`
+	MaxMs     float64 `json:"max_ms"`
+	MeanMs    float64 `json:"mean_ms"`
+	// ElapsedS is the measured phase: from its first call's start to its
+	// last call's end.
+	ElapsedS   float64 `json:"elapsed_s"`
+	RatePerSec float64 `json:"rate_per_s"`
+	// LatencyFrom says where latency starts: "send" (when the call was
+	// sent) or, in the open model, "intended" (when it was due).
+	LatencyFrom string `json:"latency_from"`
+	// Open model: latency from the actual send, for comparison.
+	ServiceP50Ms *float64 `json:"service_p50_ms,omitempty"`
+	ServiceP99Ms *float64 `json:"service_p99_ms,omitempty"`
+	// Messages sent and received over every measured call, successful or
+	// not: 1 each per unary call, the stream's messages for streaming calls.
+	MessagesSent     int64  `json:"messages_sent"`
+	MessagesReceived int64  `json:"messages_received"`
+	WarmupCalls      int    `json:"warmup_calls,omitempty"`
+	WarmupErrors     int    `json:"warmup_errors,omitempty"`
+	WarmupRunID      string `json:"warmup_run_id,omitempty"`
+	// Interrupted: Stop (Ctrl-C) or the timeout ended the run early.
+	Interrupted bool `json:"interrupted,omitempty"`
+	// Started and Ended bound the whole run, warm-up included (RFC 3339).
+	Started string `json:"started"`
+	Ended   string `json:"ended"`
+	// Proxy is what the proxy recorded for the run (with -compare).
+	Proxy *ProxySummary `json:"proxy,omitempty"`
 }
 
 // Validate checks cfg, normalises the target (an http:// prefix is dropped)
-// and fills in the defaults of Count and Messages.
+// and fills in the defaults of Count, Messages, Model and MaxInFlight.
 func (cfg *Config) Validate() error {
 	cfg.Target = strings.TrimPrefix(cfg.Target, "http://")
 	var errs []error
@@ -102,11 +190,23 @@ func (cfg *Config) Validate() error {
 	if cfg.Messages == 0 {
 		cfg.Messages = DefaultMessages
 	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.Model == "" {
+		cfg.Model = ModelSequential
+		if cfg.Concurrency != 1 {
+			cfg.Model = ModelConcurrent
+		}
+	}
 	if cfg.Count < 0 {
 		errs = append(errs, fmt.Errorf("-count must be positive, got %d", cfg.Count))
 	}
 	if cfg.Messages < 0 {
 		errs = append(errs, fmt.Errorf("-messages must be positive, got %d", cfg.Messages))
+	}
+	if cfg.WarmupMessages < 0 {
+		errs = append(errs, fmt.Errorf("-warmup-messages must not be negative, got %d", cfg.WarmupMessages))
 	}
 	if cfg.ID < 0 {
 		errs = append(errs, fmt.Errorf("-id must be 0 (cycle) or positive, got %d", cfg.ID))
@@ -114,16 +214,141 @@ func (cfg *Config) Validate() error {
 	if cfg.Number < 0 {
 		errs = append(errs, fmt.Errorf("-number must not be negative, got %d", cfg.Number))
 	}
-	if cfg.N < 1 {
-		errs = append(errs, fmt.Errorf("-n must be at least 1, got %d", cfg.N))
+	if cfg.N < 0 {
+		errs = append(errs, fmt.Errorf("-n must not be negative, got %d", cfg.N))
 	}
-	if cfg.Concurrency < 1 {
-		errs = append(errs, fmt.Errorf("-concurrency must be at least 1, got %d", cfg.Concurrency))
+	if cfg.Duration < 0 {
+		errs = append(errs, fmt.Errorf("-duration must not be negative, got %s", cfg.Duration))
+	}
+	if cfg.WarmupCalls < 0 || cfg.WarmupDuration < 0 {
+		errs = append(errs, fmt.Errorf("-warmup must not be negative"))
 	}
 	if cfg.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("-timeout must be positive, got %s", cfg.Timeout))
 	}
+	switch cfg.Model {
+	case ModelSequential, ModelConcurrent:
+		if cfg.N < 1 && cfg.Duration == 0 {
+			errs = append(errs, fmt.Errorf("-n must be at least 1 (or set -duration), got %d", cfg.N))
+		}
+		if cfg.Model == ModelSequential {
+			cfg.Concurrency = 1
+		}
+		if cfg.Concurrency < 1 {
+			errs = append(errs, fmt.Errorf("-concurrency must be at least 1, got %d", cfg.Concurrency))
+		}
+	case ModelClosed:
+		if cfg.Users < 1 {
+			errs = append(errs, fmt.Errorf("-model closed: -users must be at least 1, got %d", cfg.Users))
+		}
+		if cfg.ThinkMin < 0 || cfg.ThinkMax < cfg.ThinkMin {
+			errs = append(errs, fmt.Errorf("-think must be MIN-MAX with 0 <= MIN <= MAX, got %s-%s", cfg.ThinkMin, cfg.ThinkMax))
+		}
+		if cfg.SpawnRate < 0 {
+			errs = append(errs, fmt.Errorf("-spawn-rate must not be negative, got %g", cfg.SpawnRate))
+		}
+		if cfg.N == 0 && cfg.Duration == 0 {
+			errs = append(errs, errors.New("-model closed needs -duration or -n to end"))
+		}
+	case ModelOpen:
+		if cfg.Rate <= 0 {
+			errs = append(errs, fmt.Errorf("-model open: -rate must be positive, got %g", cfg.Rate))
+		}
+		if cfg.MaxInFlight < 1 {
+			errs = append(errs, fmt.Errorf("-max-in-flight must be at least 1, got %d", cfg.MaxInFlight))
+		}
+		if cfg.N == 0 && cfg.Duration == 0 {
+			errs = append(errs, errors.New("-model open needs -duration or -n to end"))
+		}
+		if cfg.Duration > 0 && cfg.Rate > 0 {
+			// Exactly the arrivals due within the duration: the count is
+			// the bound (a late arrival is still sent, and counted from
+			// when it was due).
+			due := max(1, int(cfg.Rate*cfg.Duration.Seconds()+0.5))
+			if cfg.N == 0 || due < cfg.N {
+				cfg.N = due
+			}
+		}
+	default:
+		errs = append(errs, fmt.Errorf("-model must be one of %s, got %q", strings.Join(Models(), "|"), cfg.Model))
+	}
 	return errors.Join(errs...)
+}
+
+// connections is how many connections (HTTP/1.1) the model needs at most.
+func (cfg *Config) connections() int {
+	switch cfg.Model {
+	case ModelClosed:
+		return cfg.Users
+	case ModelOpen:
+		return cfg.MaxInFlight
+	default:
+		return cfg.Concurrency
+	}
+}
+
+// grpcChannels is how many gRPC client connections the model uses: one per
+// user in the closed model (as Locust's and JMeter's users each hold their
+// own), one shared HTTP/2 connection otherwise.
+func (cfg *Config) grpcChannels() int {
+	if cfg.Model == ModelClosed {
+		return cfg.Users
+	}
+	return 1
+}
+
+// WarmupRunID is the run id of the warm-up calls ("" when RunID is "").
+func (cfg *Config) WarmupRunID() string {
+	if cfg.RunID == "" {
+		return ""
+	}
+	return cfg.RunID + WarmupSuffix
+}
+
+// Parameters describes the run's settings (recorded in wirelens.runs).
+func (cfg *Config) Parameters() map[string]any {
+	p := map[string]any{
+		"target": cfg.Target, "protocol": cfg.Protocol, "operation": cfg.Operation, "model": cfg.Model,
+		"n": cfg.N, "duration_s": cfg.Duration.Seconds(), "timeout_s": cfg.Timeout.Seconds(),
+	}
+	switch cfg.Model {
+	case ModelConcurrent:
+		p["concurrency"] = cfg.Concurrency
+	case ModelClosed:
+		p["users"], p["spawn_rate"] = cfg.Users, cfg.SpawnRate
+		p["think_min_s"], p["think_max_s"] = cfg.ThinkMin.Seconds(), cfg.ThinkMax.Seconds()
+	case ModelOpen:
+		p["rate"], p["max_in_flight"] = cfg.Rate, cfg.MaxInFlight
+	}
+	if cfg.WarmupCalls > 0 || cfg.WarmupDuration > 0 {
+		p["warmup_calls"], p["warmup_duration_s"] = cfg.WarmupCalls, cfg.WarmupDuration.Seconds()
+		p["warmup_run_id"] = cfg.WarmupRunID()
+	}
+	op, _ := ops.Lookup(cfg.Operation)
+	switch op.Name {
+	case "hello.SayHello", "hello.SayHelloBig":
+		p["name"] = cfg.Name
+	case "math.CalculateFactorial":
+		p["number"] = cfg.Number
+	case "catalog.GetProduct":
+		p["id"] = cfg.ID
+	case "catalog.ListProducts", "echo.ServerStream":
+		p["count"] = cfg.Count
+	}
+	switch op.Streaming {
+	case "bidi":
+		p["lockstep"] = cfg.Lockstep
+		fallthrough
+	case "client":
+		p["messages"] = cfg.Messages
+		if cfg.WarmupMessages > 0 {
+			p["warmup_messages"] = cfg.WarmupMessages
+		}
+	}
+	if strings.HasPrefix(op.Name, "echo.") {
+		p["content"] = cfg.Content
+	}
+	return p
 }
 
 // compatible checks that protocol can carry operation: REST needs a
@@ -153,112 +378,11 @@ func compatible(protocol, operation string) error {
 	return nil
 }
 
-// Run performs the calls and returns the summary and the first call error
-// (nil when every one of the N calls succeeded). Setup errors return a
-// zero Summary.
-func Run(ctx context.Context, cfg Config) (Summary, error) {
-	if err := cfg.Validate(); err != nil {
-		return Summary{}, err
-	}
-	w, err := newWorkload(cfg)
-	if err != nil {
-		return Summary{}, err
-	}
-	c, err := newCaller(cfg, w)
-	if err != nil {
-		return Summary{}, err
-	}
-	defer c.close()
-
-	ctx, cancel := context.WithTimeoutCause(ctx, cfg.Timeout, fmt.Errorf("-timeout %s reached", cfg.Timeout))
-	defer cancel()
-
-	var (
-		next     atomic.Int64
-		mu       sync.Mutex
-		calls    int
-		failures int
-		sent     int64
-		received int64
-		firstErr error
-		lat      = make([]time.Duration, 0, cfg.N)
-		traces   *bufio.Writer
-	)
-	if cfg.TraceIDs != nil {
-		traces = bufio.NewWriter(cfg.TraceIDs)
-	}
-	workers := min(cfg.Concurrency, cfg.N)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := next.Add(1)
-				if i > int64(cfg.N) || ctx.Err() != nil {
-					return
-				}
-				traceparent, traceID := newTraceparent()
-				t0 := time.Now()
-				st, err := c.call(ctx, i-1, traceparent)
-				d := time.Since(t0)
-
-				mu.Lock()
-				calls++
-				sent += int64(st.sent)
-				received += int64(st.received)
-				if err != nil {
-					failures++
-					if firstErr == nil {
-						firstErr = fmt.Errorf("call %d: %w", i, err)
-					}
-				} else {
-					lat = append(lat, d)
-					if traces != nil {
-						fmt.Fprintf(traces, "%s\t%s\n", cfg.Protocol, traceID)
-					}
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-
-	if calls < cfg.N && firstErr == nil {
-		firstErr = fmt.Errorf("stopped after %d of %d calls: %w", calls, cfg.N, context.Cause(ctx))
-	}
-	if traces != nil {
-		if err := traces.Flush(); err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("writing trace ids: %w", err)
-		}
-	}
-	slices.Sort(lat)
-	return Summary{
-		Protocol:  cfg.Protocol,
-		Operation: cfg.Operation,
-		Calls:     calls,
-		OK:        calls - failures,
-		Errors:    failures,
-		P50Ms:     ms(percentile(lat, 50)),
-		P99Ms:     ms(percentile(lat, 99)),
-		ElapsedS:  math.Round(elapsed.Seconds()*1e3) / 1e3,
-
-		MessagesSent:     sent,
-		MessagesReceived: received,
-	}, firstErr
-}
-
-// percentile returns the nearest-rank p-th percentile of sorted durations.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
-	return sorted[min(max(rank, 1), len(sorted))-1]
-}
-
-func ms(d time.Duration) float64 {
-	return math.Round(float64(d)/float64(time.Millisecond)*1e3) / 1e3
+// NewRunID returns a fresh run id: prefix-YYYYmmddTHHMMSS-xxxxxx (UTC).
+func NewRunID(prefix string) string {
+	var b [3]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%s-%s-%s", prefix, time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(b[:]))
 }
 
 // newTraceparent returns a W3C traceparent with random, non-zero trace and

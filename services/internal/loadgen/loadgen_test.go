@@ -359,22 +359,3 @@ func TestTraceparent(t *testing.T) {
 		seen[id] = true
 	}
 }
-
-func TestPercentile(t *testing.T) {
-	var d []time.Duration
-	for i := 1; i <= 100; i++ {
-		d = append(d, time.Duration(i)*time.Millisecond)
-	}
-	if p := percentile(d, 50); p != 50*time.Millisecond {
-		t.Fatalf("p50 = %s", p)
-	}
-	if p := percentile(d, 99); p != 99*time.Millisecond {
-		t.Fatalf("p99 = %s", p)
-	}
-	if p := percentile(d[:1], 99); p != time.Millisecond {
-		t.Fatalf("p99 of one = %s", p)
-	}
-	if p := percentile(nil, 50); p != 0 {
-		t.Fatalf("p50 of none = %s", p)
-	}
-}

@@ -30,6 +30,8 @@ type workload struct {
 	message func(i int64, j int) proto.Message
 	// messages is how many messages a client or bidi stream sends.
 	messages int
+	// lockstep: a bidi stream sends each message after the previous reply.
+	lockstep bool
 	// replies is how many replies a server stream must answer.
 	replies  int
 	newReply func() proto.Message
@@ -234,6 +236,7 @@ func echoServerStreamWorkload(cfg Config, w *workload) error {
 func echoBiStreamWorkload(cfg Config, w *workload) error {
 	w.perCall = true
 	w.messages = cfg.Messages
+	w.lockstep = cfg.Lockstep
 	w.message = func(i int64, j int) proto.Message {
 		return &wirelensv1.EchoRequest{Content: content(cfg, i*int64(w.messages)+int64(j))}
 	}

@@ -1,0 +1,54 @@
+package chclient
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestQueryParamsAuthAndErrors(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		user, pw, _ := r.BasicAuth()
+		switch {
+		case strings.HasPrefix(string(body), "INSERT INTO t FORMAT JSONEachRow\n"):
+			if r.URL.Query().Get("date_time_input_format") != "best_effort" || string(body) != "INSERT INTO t FORMAT JSONEachRow\n{\"a\":1}\n{\"a\":2}\n" {
+				http.Error(w, "bad insert "+string(body), 400)
+			}
+		case string(body) == "SELECT {x:String}" && r.URL.Query().Get("param_x") == "it's" && user == "u" && pw == "p w":
+			_, _ = io.WriteString(w, "ok\n")
+		default:
+			http.Error(w, "Code: 62. DB::Exception: Syntax error", 400)
+		}
+	}))
+	defer ts.Close()
+	c, err := New(strings.Replace(ts.URL, "http://", "http://u:p%20w@", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(c.String(), "p%20w") {
+		t.Fatalf("String() leaks the password: %s", c)
+	}
+	ctx := context.Background()
+	if out, err := c.Query(ctx, "SELECT {x:String}", map[string]string{"x": "it's"}); err != nil || string(out) != "ok\n" {
+		t.Fatalf("query: %q %v", out, err)
+	}
+	if err := c.InsertJSON(ctx, "t", map[string]int{"a": 1}, map[string]int{"a": 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Query(ctx, "SELEC", nil); !IsRefused(err) || !strings.Contains(err.Error(), "Syntax error") {
+		t.Fatalf("refused: %v", err)
+	}
+	ts.Close()
+	if _, err := c.Query(ctx, "SELECT 1", nil); err == nil || IsRefused(err) {
+		t.Fatalf("unreachable: %v", err)
+	}
+	for _, bad := range []string{"ftp://x", "http://"} {
+		if _, err := New(bad); err == nil {
+			t.Errorf("New(%q) accepted", bad)
+		}
+	}
+}
