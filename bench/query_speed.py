@@ -4,14 +4,17 @@
 Starts a scratch ClickHouse (the chdb-core engine, deploy/local/clickhouse_server.py)
 on free loopback ports in a temporary directory, creates the schema
 (queries/schema/*.sql, after a stand-in for the Collector's otel.otel_logs),
-loads 10,000,000 synthetic calls into wirelens.requests with one
-INSERT ... SELECT FROM numbers() plus the matching process.cpu.time points in
-otel.otel_metrics_sum, then times every saved query (queries/*.sql): 3 runs
-each over HTTP, median wall time, with realistic parameters (a 1-hour window
-covering all the data and one run id). Prints a table (query, rows returned,
-median seconds, PASS when under 1 s), writes build/bench/query_speed.json,
-stops the server. Exit 0 whatever the verdict; 1 when something broke (the
-server did not start, a query failed).
+loads 10,000,000 synthetic calls into wirelens.requests (10 time-ordered
+INSERT ... SELECT FROM numbers() batches, as the Collector's inserts arrive,
+plus one re-sent batch that FINAL must drop) and the matching
+process.cpu.time points into otel.otel_metrics_sum, then times every saved
+query (queries/*.sql): 3 runs each over HTTP, median wall time, with realistic
+parameters (a 1-hour window covering all the data and one run id). Prints a
+table (query, rows returned, median seconds, the engine's CPU seconds, PASS
+when under 1 s), writes build/bench/query_speed.json, stops the server. Each
+query is also timed with run_id '' (all calls of the hour): informational,
+under "all_runs" in the JSON. Exit 0 whatever the verdict; 1 when something
+broke (the server did not start, a query failed).
 
 The synthetic hour (see LOAD_SQL): 10 operations x 6 protocols. Three load runs
 (`bench-run-1..3`) of 15 minutes each in which the protocols take turns (as
@@ -20,8 +23,8 @@ minutes of live traffic with no run id and the protocols interleaved.
 Durations are log-normal around a per-operation, per-protocol median; sizes,
 message counts, statuses (about 1 % errors) and connections (HTTP/1.1
 keep-alive connections of ~100 calls, h2 connections of thousands) follow the
-protocol. CPU: cumulative process.cpu.time (user and system) of Envoy and the
-two services, one point a second.
+protocol. CPU: cumulative process.cpu.time (user and system) of Envoy, the
+two services, the Collector and ClickHouse, one point a second.
 
     bench/query_speed.py [--rows N] [--quick] [--clickhouse-url URL --skip-load]
 """
@@ -51,7 +54,9 @@ import benchlib  # noqa: E402
 from benchlib import ROOT  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "queries"))
+sys.path.insert(0, str(ROOT / "deploy" / "local"))
 import saved  # noqa: E402  (queries/saved.py)
+import stack  # noqa: E402  (deploy/local/stack.py: split_sql, as `make up` applies the schema)
 
 QUERIES = ROOT / "queries"
 OUT_DIR = ROOT / "build" / "bench"
@@ -116,7 +121,7 @@ WITH
     -- request and response payload per message (protobuf bytes); JSON is ~2.2x
     [8, 6, 20, 12, 20, 8, 8, 6, 60, 60] AS req_payload,
     [850, 70000, 20, 20, 20, 18, 8900, 12, 2, 2] AS resp_payload,
-    [100, 100, 20000, 500, 500, 100] AS conn_calls,
+    [100, 100, 20000, 500, 500, 100] AS conn_calls,  -- calls per connection
     intDiv(number, intDiv({rows}, 4)) AS segment,
     number % intDiv({rows}, 4) AS k,
     if(segment < 3, least(intDiv(k * 6, intDiv({rows}, 4)), 5), cityHash64(number, 'p') % 6) AS p,
@@ -130,7 +135,10 @@ WITH
     toUInt64(resp_payload[o + 1] * resp_msgs * if(json_body, 2.2, 1.0)) AS resp_payload_b,
     toUInt64(op_median_us[o + 1] * proto_factor[p + 1] * randLogNormal(0, 0.5)) AS dur,
     (cityHash64(number, 's') % 1000) AS fate,
-    proto IN ('rest', 'rest-proto') AS http1
+    proto IN ('rest', 'rest-proto', 'rest-transcoded') AS http1,
+    -- the call's position on its connection; HPACK sends a connection's first
+    -- headers nearly in full, later ones mostly as table references
+    if(segment < 3, k, intDiv(k, 6)) % conn_calls[p + 1] AS position
 SELECT
     -- calls end up to 2 s out of order (Envoy workers and Collector batches):
     -- consecutive inserts overlap a little, as they do live
@@ -167,10 +175,11 @@ SELECT
     request_body_bytes + request_header_bytes AS envoy_bytes_received,
     response_body_bytes + response_header_bytes AS envoy_bytes_sent,
     toUInt32(intDiv(dur * 8, 10000)) AS upstream_service_ms,
-    if(framed OR proto = 'rest-transcoded', 'HTTP/2', 'HTTP/1.1') AS upstream_protocol,
+    if(framed OR proto = 'rest-transcoded', 'HTTP/2', 'HTTP/1.1') AS upstream_protocol,  -- transcoder: gRPC upstream
     request_header_bytes + 20 AS request_headers_bytes,
     response_header_bytes + 10 AS response_headers_bytes,
-    if(http1, request_headers_bytes, 25 + cityHash64(number, 'c') % 20) AS downstream_header_bytes_received,
+    if(http1, request_headers_bytes,
+       if(position = 0, toUInt32(request_headers_bytes * 0.8), 25 + cityHash64(number, 'c') % 20)) AS downstream_header_bytes_received,
     if(http1, response_headers_bytes, 15) AS downstream_header_bytes_sent,
     request_body_bytes + downstream_header_bytes_received + if(http1, 0, 9 * (req_msgs + 1)) AS downstream_wire_bytes_received,
     response_body_bytes + downstream_header_bytes_sent + if(http1, 0, 9 * (resp_msgs + 2)) AS downstream_wire_bytes_sent,
@@ -178,8 +187,9 @@ SELECT
 FROM numbers({first}, {count})
 """
 
-# Cumulative process.cpu.time (seconds, per cpu.mode) of Envoy and the two
-# services, one point a second over the hour, as the exporter writes it.
+# Cumulative process.cpu.time (seconds, per state) of Envoy, the two services
+# and two of wirelens's own components (not counted by the query), one point a
+# second over the hour, as procmetrics sends it and the exporter writes it.
 METRICS_SQL = """
 INSERT INTO otel.otel_metrics_sum
 (
@@ -187,25 +197,26 @@ INSERT INTO otel.otel_metrics_sum
     StartTimeUnix, TimeUnix, Value, AggregationTemporality, IsMonotonic
 )
 WITH
-    ['envoy', 'wirelens-rest', 'wirelens-grpc'] AS services,
-    [0.6, 0.3, 0.25] AS busy_cores,
+    ['envoy', 'rest-service', 'grpc-service', 'collector', 'clickhouse'] AS services,
+    [0.6, 0.3, 0.25, 0.2, 0.3] AS busy_cores,
     intDiv(number, {seconds}) AS series,
     number % {seconds} AS second,
     services[intDiv(series, 2) + 1] AS service,
-    if(series % 2 = 0, 'user', 'system') AS mode
+    if(series % 2 = 0, 'user', 'system') AS state
 SELECT
-    map('service.name', service, 'process.pid', toString(1000 + intDiv(series, 2))) AS ResourceAttributes,
+    map('service.name', service, 'process.pid', toString(1000 + intDiv(series, 2)),
+        'process.executable.name', service) AS ResourceAttributes,
     service AS ServiceName,
     'process.cpu.time' AS MetricName,
     'Total CPU seconds broken down by different states.' AS MetricDescription,
     's' AS MetricUnit,
-    map('cpu.mode', mode) AS Attributes,
-    toDateTime({start_s}) AS StartTimeUnix,
+    map('state', state) AS Attributes,
+    toDateTime({start_s} - 600) AS StartTimeUnix,
     toDateTime({start_s} + second) AS TimeUnix,
-    second * busy_cores[intDiv(series, 2) + 1] * if(mode = 'user', 0.7, 0.3) AS Value,
+    (600 + second) * busy_cores[intDiv(series, 2) + 1] * if(state = 'user', 0.7, 0.3) AS Value,
     2 AS AggregationTemporality,
     true AS IsMonotonic
-FROM numbers(6 * {seconds})
+FROM numbers(10 * {seconds})
 """
 
 
@@ -266,30 +277,12 @@ def query(url: str, sql: str, params: dict[str, str] | None = None, timeout: flo
         raise Broken(f"ClickHouse not reachable at {url}: {exc}") from exc
 
 
-def split_sql(text: str) -> list[str]:
-    """Statements of a DDL file (the same rule as deploy/local/stack.py)."""
-    statements, current = [], []
-    for line in text.splitlines():
-        if line.strip().startswith("--"):
-            continue
-        current.append(line)
-        if line.rstrip().endswith(";"):
-            statement = "\n".join(current).strip().rstrip(";").strip()
-            if statement:
-                statements.append(statement)
-            current = []
-    tail = "\n".join(current).strip()
-    if tail:
-        statements.append(tail)
-    return statements
-
-
 def create_schema(url: str) -> None:
     query(url, "CREATE DATABASE IF NOT EXISTS otel")
     query(url, OTEL_LOGS_STANDIN)
     for path in sorted((QUERIES / "schema").glob("*.sql")):
         text = string.Template(path.read_text()).substitute(WIRELENS_REQUESTS_TTL_DAYS="30")
-        for statement in split_sql(text):
+        for statement in stack.split_sql(text):
             query(url, statement)
 
 
@@ -347,16 +340,30 @@ def query_params(sql: str, window: dict[str, str], run_id: str) -> dict[str, str
     return params
 
 
-def time_query(url: str, name: str, params: dict[str, str], runs: int) -> dict:
+def engine_pid(supervisor_pid: int) -> int | None:
+    """The engine process clickhouse_server.py runs as its child (the one doing the work)."""
+    try:
+        children = Path(f"/proc/{supervisor_pid}/task/{supervisor_pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(children[0]) if children else None
+
+
+def time_query(url: str, name: str, params: dict[str, str], runs: int, pid: int | None) -> dict:
+    """Wall time of each run over HTTP, and the engine's CPU time meanwhile (when its pid is known)."""
     sql = saved.saved_query(name)
-    times, rows = [], None
+    times, cpus, rows = [], [], None
     for _ in range(runs):
+        cpu0 = benchlib.process_cpu_ticks_ns(pid) if pid else 0
         t0 = time.perf_counter()
         out = query(url, f"{sql}\nFORMAT TabSeparated", params)
         times.append(time.perf_counter() - t0)
+        if pid:
+            cpus.append((benchlib.process_cpu_ticks_ns(pid) - cpu0) / 1e9)
         rows = len(out.splitlines())
     median_s = statistics.median(times)
     return {"query": name, "rows": rows, "times_s": times, "median_s": median_s,
+            "cpu_s": cpus, "median_cpu_s": statistics.median(cpus) if cpus else None,
             "pass": median_s < TARGET_S, "params": params}
 
 
@@ -367,8 +374,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=RUNS, help="timed runs per query (default 3)")
     ap.add_argument("--quick", action="store_true", help="smoke test: 200,000 rows, 1 run each")
     ap.add_argument("--only", help="comma-separated saved query names")
+    ap.add_argument("--no-all-runs", action="store_true",
+                    help="skip the extra, informational timing with run_id '' (every call of the hour)")
     ap.add_argument("--clickhouse-url", help="use this running ClickHouse instead of a scratch one "
-                    "(its wirelens.requests is replaced unless --skip-load)")
+                    "(its wirelens.requests and otel.otel_metrics_sum are emptied unless --skip-load)")
     ap.add_argument("--skip-load", action="store_true", help="with --clickhouse-url: time the data already there")
     ap.add_argument("--json", type=Path, default=JSON_OUT, help="results file")
     args = ap.parse_args(argv)
@@ -380,10 +389,11 @@ def main(argv: list[str] | None = None) -> int:
         names = [n for n in names if n in set(args.only.split(","))]
 
     server = None
+    pid = None
     result: dict = {"meta": {"rows": args.rows, "runs": args.runs, "target_s": TARGET_S,
                              "quick": args.quick, "host": platform.node(), "cpus": os.cpu_count(),
                              "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")},
-                    "queries": [], "problems": []}
+                    "queries": [], "all_runs": [], "problems": []}
     rc = 0
     try:
         if args.clickhouse_url:
@@ -393,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"starting a scratch ClickHouse on 127.0.0.1:{server.http_port} in {server.dir}")
             server.start()
             url = server.url
+            pid = engine_pid(server.proc.pid)
         result["meta"]["clickhouse_version"] = query(url, "SELECT version()").strip()
         if not args.skip_load:
             create_schema(url)
@@ -401,29 +412,39 @@ def main(argv: list[str] | None = None) -> int:
             # The data's hour ends a minute ago (the table's TTL is counted from the call's time).
             end = dt.datetime.now(dt.timezone.utc).replace(second=0, microsecond=0) - dt.timedelta(minutes=1)
             result["meta"]["load_s"] = load(url, args.rows, end - dt.timedelta(seconds=WINDOW_S))
-        first, last, run_id = query(
-            url, "SELECT min(timestamp), max(timestamp), minIf(run_id, run_id != '') "
+        first, run_id = query(
+            url, "SELECT min(timestamp), minIf(run_id, run_id != '') "
                  "FROM wirelens.requests FORMAT TabSeparated").strip().split("\t")
         lo = dt.datetime.fromisoformat(first[:26]).replace(second=0, microsecond=0)
         window = saved.window(dt.timedelta(hours=1), lo + dt.timedelta(hours=1))
         result["meta"].update(window=window, run_id=run_id)
+        busy0, total0 = benchlib.machine_cpu()
         log(f"timing {len(names)} saved queries, {args.runs} run(s) each, window "
-            f"{window['since']} .. {window['until']}, run_id {run_id!r}")
+            f"{window['since']} .. {window['until']}, run_id {run_id!r}"
+            + ("" if args.no_all_runs else ", then run_id '' (all calls; informational)"))
         for name in names:
             sql = saved.saved_query(name)
-            for rid in (run_id, ""):
+            for rid in (run_id,) if args.no_all_runs else (run_id, ""):
                 label = f"{name} (run_id={rid!r})"
                 try:
-                    entry = time_query(url, name, query_params(sql, window, rid), args.runs)
+                    entry = time_query(url, name, query_params(sql, window, rid), args.runs, pid)
                 except Broken as exc:
                     result["problems"].append(f"{label}: {exc}")
                     log(f"  {label}: FAILED: {exc}")
                     rc = 1
                     continue
                 entry["run_id"] = rid
-                result["queries"].append(entry)
-                log(f"  {label:<55} {entry['rows']:>7} rows {entry['median_s']:7.3f} s "
+                entry["counts"] = rid != ""  # the verdict is on the run's parameters
+                # "queries": the verdict; "all_runs": informational (run_id '', every call)
+                result["queries" if entry["counts"] else "all_runs"].append(entry)
+                cpu = f"{entry['median_cpu_s']:6.2f} s CPU " if entry["median_cpu_s"] is not None else ""
+                log(f"  {label:<48} {entry['rows']:>6} rows {entry['median_s']:7.3f} s {cpu}"
                     f"{'PASS' if entry['pass'] else 'FAIL'}")
+        busy1, total1 = benchlib.machine_cpu()
+        # Cores busy meanwhile (all programs, the engine included): a noise indicator.
+        result["meta"]["machine_busy_cores"] = round((busy1 - busy0) / max(total1 - total0, 1e-9)
+                                                     * (os.cpu_count() or 1), 2)
+        result["meta"]["loadavg_end"] = benchlib.loadavg()
     except Broken as exc:
         result["problems"].append(str(exc))
         print(f"error: {exc}", file=sys.stderr)
@@ -433,14 +454,27 @@ def main(argv: list[str] | None = None) -> int:
             log("stopping the scratch ClickHouse")
             server.stop()
 
+    counted = result["queries"]
     print()
-    print(f"Saved queries on {args.rows:,} calls ({args.runs} run(s) each, median; target < {TARGET_S:.0f} s)")
-    print(f"{'query':<30} {'run_id':<12} {'rows':>7} {'median s':>9}  verdict")
-    for e in result["queries"]:
-        print(f"{e['query']:<30} {e['run_id'] or '(all)':<12} {e['rows']:>7} {e['median_s']:>9.3f}  "
-              f"{'PASS' if e['pass'] else 'FAIL'}")
-    result["summary"] = {"all_pass": bool(result["queries"]) and all(e["pass"] for e in result["queries"]),
-                         "slowest_s": max((e["median_s"] for e in result["queries"]), default=None)}
+    print(f"Saved queries on {args.rows:,} calls: {args.runs} run(s) each, median wall time over HTTP; "
+          f"target < {TARGET_S:.0f} s with run_id {result['meta'].get('run_id', '?')!r}")
+    print(f"{'query':<28} {'run_id':<12} {'rows':>6} {'median s':>9} {'CPU s':>6}  verdict")
+    by_query = {}
+    for e in result["queries"] + result["all_runs"]:
+        by_query.setdefault(e["query"], []).append(e)
+    for e in (e for entries in by_query.values() for e in entries):
+        cpu = f"{e['median_cpu_s']:6.2f}" if e["median_cpu_s"] is not None else "     -"
+        verdict = ("PASS" if e["pass"] else "FAIL") if e["counts"] else ("(<1 s)" if e["pass"] else "(>1 s)")
+        print(f"{e['query']:<28} {e['run_id'] or '(all runs)':<12} {e['rows']:>6} {e['median_s']:>9.3f} "
+              f"{cpu}  {verdict}")
+    if "machine_busy_cores" in result["meta"]:
+        print(f"CPU s: the engine's own CPU time per query (both threads). Cores busy on this machine "
+              f"meanwhile: {result['meta']['machine_busy_cores']} of {os.cpu_count()} (load average "
+              f"{result['meta']['loadavg_end']}); other programs' load stretches wall times.")
+    print(f"(all runs): run_id '' (all {args.rows:,} calls), informational; the verdict is on the run's rows.")
+    result["summary"] = {"all_pass": bool(counted) and all(e["pass"] for e in counted),
+                         "failed": [e["query"] for e in counted if not e["pass"]],
+                         "slowest_s": max((e["median_s"] for e in counted), default=None)}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2) + "\n")
     print(f"JSON: {args.json}")

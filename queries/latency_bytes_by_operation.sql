@@ -18,9 +18,9 @@ SELECT
     round(avg(response_header_bytes), 1)                 AS resp_header_b,
     round(avg(response_body_bytes), 1)                   AS resp_body_b
 FROM wirelens.requests FINAL
+PREWHERE {run_id:String} = '' OR run_id = {run_id:String}  -- before FINAL: exact, faster (README)
 WHERE timestamp >= {since:DateTime64(3)}
   AND timestamp < {until:DateTime64(3)}
-  AND ({run_id:String} = '' OR run_id = {run_id:String})
 GROUP BY
     operation,
     protocol

@@ -2,6 +2,8 @@
 """Run a saved query from queries/*.sql against ClickHouse's HTTP interface.
 
     queries/saved.py latency_bytes_by_operation --since 1h [--run-id ID] [--format PrettyCompact]
+    queries/saved.py compare_protocols --param operation=catalog.GetProduct \
+        --param protocol_a=rest --param protocol_b=grpc [--param resamples=200]
 
 Parameters are passed as ClickHouse query parameters ({since:DateTime64(3)}
 and friends in the SQL), never spliced into the text.
@@ -43,6 +45,15 @@ def saved_query(name: str) -> str:
     return path.read_text().strip().rstrip(";")
 
 
+# Defaults for the parameters some saved queries add to since/until/run_id.
+PARAM_DEFAULTS = {"resamples": "200"}
+
+
+def parameters(sql: str) -> list[str]:
+    """Names of the query parameters ({name:Type}) a saved query uses, in order of first use."""
+    return list(dict.fromkeys(re.findall(r"\{(\w+):[^}]+\}", sql)))
+
+
 def run(http_url: str, sql: str, params: dict[str, str], fmt: str = "TabSeparatedWithNames",
         timeout: float = 60.0) -> str:
     query = {f"param_{k}": v for k, v in params.items()}
@@ -70,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("name", help="saved query, the file name in queries/ without .sql")
     parser.add_argument("--since", default="1h", help="window length ending now (30s, 15m, 2h, 1d); default 1h")
     parser.add_argument("--run-id", default="", help="only calls of this load run")
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                        help="another query parameter, e.g. operation=catalog.GetProduct (repeatable)")
     parser.add_argument("--format", default="PrettyCompactMonoBlock", help="ClickHouse output format")
     parser.add_argument("--clickhouse-url", default=os.environ.get(
         "WIRELENS_CLICKHOUSE_URL", f"http://127.0.0.1:{os.environ.get('WIRELENS_CLICKHOUSE_HTTP_PORT', '8123')}"),
@@ -77,7 +90,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         params = {**window(parse_duration(args.since)), "run_id": args.run_id}
-        sys.stdout.write(run(args.clickhouse_url, saved_query(args.name), params, args.format))
+        for item in args.param:
+            name, sep, value = item.partition("=")
+            if not sep:
+                raise QueryError(f"--param {item!r}: expected NAME=VALUE")
+            params[name] = value
+        sql = saved_query(args.name)
+        for name in parameters(sql):
+            if name not in params and name in PARAM_DEFAULTS:
+                params[name] = PARAM_DEFAULTS[name]
+        missing = [name for name in parameters(sql) if name not in params]
+        if missing:
+            raise QueryError(f"{args.name} needs " + ", ".join(f"--param {n}=..." for n in missing))
+        sys.stdout.write(run(args.clickhouse_url, sql, params, args.format))
     except QueryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

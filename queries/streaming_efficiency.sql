@@ -1,0 +1,60 @@
+-- Question: how much work does each call shape (REST, unary, client, server
+-- and bidirectional streaming) get done per unit of time: messages per call,
+-- bytes per message, messages per second, and proxy time per 1000 messages?
+--
+-- Messages: the gRPC messages the filter counted each way
+-- (request_messages, response_messages). A REST call (any protocol outside
+-- the gRPC family) is one message each way, its body the payload.
+-- Payload bytes: gRPC message bytes without the 5-byte length prefixes
+-- (request_message_bytes, response_message_bytes); REST: the bodies.
+--
+--   req_msgs_per_call, resp_msgs_per_call   mean messages per call, each way
+--   req_bytes_per_message, resp_bytes_per_message
+--                                           payload bytes / messages, each way
+--   messages_per_second                     units of work / total call time,
+--                                           where one call's units = the larger
+--                                           of its message counts (a client
+--                                           stream of 1000 = 1000 units, a bidi
+--                                           echo of 1000 each way = 1000, a REST
+--                                           or unary call = 1)
+--   work_ms_per_1000_messages               total call time (ms) per 1000 units
+--
+-- So people.Register over REST, people.Register over gRPC unary and
+-- people.RegisterBatch over a client stream, or echo.Unary against
+-- echo.BiStream, compare on the same scale: time per 1000 units of work.
+--
+-- Parameters:
+--   {since:DateTime64(3)}  window start (inclusive)
+--   {until:DateTime64(3)}  window end (exclusive)
+--   {run_id:String}        a load run's id, or '' for every call in the window
+WITH
+    protocol IN ('grpc', 'grpc-web', 'grpc-web-text')                     AS framed,
+    if(framed, request_messages, 1)                                       AS req_msgs,
+    if(framed, response_messages, 1)                                      AS resp_msgs,
+    if(framed, request_message_bytes, request_body_bytes)                 AS req_payload,
+    if(framed, response_message_bytes, response_body_bytes)               AS resp_payload,
+    sum(greatest(req_msgs, resp_msgs))                                    AS units,
+    sum(duration_us)                                                      AS total_us
+SELECT
+    operation,
+    protocol,
+    streaming,
+    count()                                                               AS calls,
+    round(avg(req_msgs), 3)                                               AS req_msgs_per_call,
+    round(avg(resp_msgs), 3)                                              AS resp_msgs_per_call,
+    round(sum(req_payload) / nullIf(sum(req_msgs), 0), 1)                 AS req_bytes_per_message,
+    round(sum(resp_payload) / nullIf(sum(resp_msgs), 0), 1)               AS resp_bytes_per_message,
+    round(units / nullIf(total_us / 1e6, 0), 1)                           AS messages_per_second,
+    round(total_us / nullIf(units, 0), 3)                                 AS work_ms_per_1000_messages
+FROM wirelens.requests FINAL
+PREWHERE {run_id:String} = '' OR run_id = {run_id:String}  -- before FINAL: exact, faster (README)
+WHERE timestamp >= {since:DateTime64(3)}
+  AND timestamp < {until:DateTime64(3)}
+GROUP BY
+    operation,
+    protocol,
+    streaming
+ORDER BY
+    operation ASC,
+    protocol ASC,
+    streaming ASC;

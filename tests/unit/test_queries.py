@@ -1,0 +1,460 @@
+"""The saved queries (queries/*.sql) against a real ClickHouse, on a small hand-computed dataset.
+
+A scratch ClickHouse (deploy/local/clickhouse_server.py, the chdb-core engine)
+runs on free loopback ports for the session; the schema is applied the way
+the stack applies it (after a stand-in for the Collector's otel.otel_logs).
+Every number checked below is worked out by hand in the comments next to it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "deploy" / "local"))
+sys.path.insert(0, str(ROOT / "queries"))
+import saved  # noqa: E402
+import stack  # noqa: E402
+
+# Output columns of every saved query: the contract with `wirelens report`.
+COLUMNS = {
+    "latency_by_operation": (
+        "operation protocol calls mean_ms p50_ms p90_ms p95_ms p99_ms p999_ms min_ms max_ms "
+        "ttfb_mean_ms ttfb_p50_ms ttfb_p90_ms ttfb_p95_ms ttfb_p99_ms ttfb_p999_ms ttfb_min_ms ttfb_max_ms"),
+    "bytes_by_operation": (
+        "operation protocol calls req_header_b resp_header_b req_body_b resp_body_b req_framing_b "
+        "resp_framing_b req_wire_b resp_wire_b total_b header_ratio body_ratio wire_ratio"),
+    "throughput_per_second": "second protocol calls errors",
+    "errors_by_status": "protocol operation http_status grpc_status calls share",
+    "streaming_efficiency": (
+        "operation protocol streaming calls req_msgs_per_call resp_msgs_per_call req_bytes_per_message "
+        "resp_bytes_per_message messages_per_second work_ms_per_1000_messages"),
+    "header_compression": "protocol request_index calls uncompressed_header_b wire_header_b ratio",
+    "cpu_per_1000_calls": "protocol calls cpu_seconds cpu_ms_per_1000_calls",
+    "compare_protocols": (
+        "n_a n_b median_a_ms median_b_ms median_ratio median_ci_low median_ci_high p99_a_ms p99_b_ms "
+        "p99_ratio p99_ci_low p99_ci_high verdict"),
+    "latency_bytes_by_operation": (
+        "operation protocol calls p50_ms p95_ms p99_ms req_header_b req_body_b resp_header_b resp_body_b"),
+}
+
+OTEL_LOGS_STANDIN = """
+CREATE TABLE IF NOT EXISTS otel.otel_logs
+(
+    Timestamp DateTime64(9),
+    TraceId String,
+    SpanId String,
+    LogAttributes Map(LowCardinality(String), String)
+)
+ENGINE = MergeTree
+ORDER BY Timestamp
+"""
+
+# Every call of the dataset starts at T0 + offset; T0 is a whole second.
+T0 = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)).replace(microsecond=0, tzinfo=None)
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+class ScratchClickHouse:
+    """clickhouse_server.py on free ports in a temporary directory; stopped by its pid."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="wirelens-test-queries-"))
+        tcp_port, http_port = free_ports(2)
+        self.url = f"http://127.0.0.1:{http_port}"
+        self.settings = {"WIRELENS_CLICKHOUSE_HTTP_PORT": str(http_port), "WIRELENS_REQUESTS_TTL_DAYS": "30"}
+        self.log = open(self.dir / "clickhouse.log", "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "deploy" / "local" / "clickhouse_server.py"),
+             "--data-dir", str(self.dir / "data"), "--run-dir", str(self.dir),
+             "--tcp-port", str(tcp_port), "--http-port", str(http_port)],
+            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if self.sql("SELECT 1").strip() == "1":
+                    return
+            except stack.StackError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"scratch ClickHouse did not start:\n{(self.dir / 'clickhouse.log').read_text()}")
+            time.sleep(0.1)  # polling interval while waiting on a deadline
+
+    def sql(self, statement: str) -> str:
+        return stack.clickhouse_query(self.settings, statement)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ the dataset
+
+def ts(offset_s: float) -> str:
+    return (T0 + dt.timedelta(seconds=offset_s)).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+REQUEST_COLUMNS = (
+    "timestamp request_id run_id protocol operation streaming http_status grpc_status "
+    "request_header_bytes response_header_bytes response_trailer_bytes request_body_bytes response_body_bytes "
+    "request_messages response_messages request_message_bytes response_message_bytes "
+    "request_framing_bytes response_framing_bytes ttfb_us duration_us request_headers_bytes "
+    "downstream_header_bytes_received downstream_wire_bytes_received downstream_wire_bytes_sent connection_id"
+).split()
+
+# Byte columns per protocol: header req/resp/trailer, body req/resp, framing req/resp,
+# Envoy's request header bytes, wire header bytes received, wire bytes received/sent.
+REST_BYTES = dict(request_header_bytes=200, response_header_bytes=100, response_trailer_bytes=0,
+                  request_body_bytes=50, response_body_bytes=150, request_framing_bytes=0,
+                  response_framing_bytes=0, request_headers_bytes=220, downstream_header_bytes_received=220,
+                  downstream_wire_bytes_received=300, downstream_wire_bytes_sent=260)
+GRPC_BYTES = dict(request_header_bytes=100, response_header_bytes=50, response_trailer_bytes=30,
+                  request_body_bytes=25, response_body_bytes=75, request_framing_bytes=5,
+                  response_framing_bytes=5, request_headers_bytes=200, downstream_header_bytes_received=40,
+                  downstream_wire_bytes_received=140, downstream_wire_bytes_sent=130)
+
+
+def call(offset_s, request_id, protocol, operation, duration_us, ttfb_us=0, run_id="r1", streaming="unary",
+         http_status=200, grpc_status=None, req_msgs=None, resp_msgs=None, req_msg_bytes=None,
+         resp_msg_bytes=None, connection_id=0, **overrides) -> dict:
+    framed = protocol.startswith("grpc")
+    row = dict(GRPC_BYTES if framed else REST_BYTES)
+    row.update(
+        timestamp=ts(offset_s), request_id=request_id, run_id=run_id, protocol=protocol, operation=operation,
+        streaming=streaming, http_status=http_status,
+        grpc_status=(0 if framed and grpc_status is None else grpc_status),
+        request_messages=(1 if framed else 0) if req_msgs is None else req_msgs,
+        response_messages=(1 if framed else 0) if resp_msgs is None else resp_msgs,
+        request_message_bytes=(20 if framed else 0) if req_msg_bytes is None else req_msg_bytes,
+        response_message_bytes=(70 if framed else 0) if resp_msg_bytes is None else resp_msg_bytes,
+        ttfb_us=ttfb_us, duration_us=duration_us, connection_id=connection_id)
+    row.update(overrides)
+    return row
+
+
+def dataset() -> list[list[dict]]:
+    """The calls, as the batches they are inserted in (each insert is its own part)."""
+    batches = []
+    # op.A over REST, load run r1, on connection 9: durations 1, 2, 3, 4, 10 ms;
+    # time to first byte 0.5 .. 0.9 ms; statuses 200, 200, 200, 404, 500.
+    rest_a = [
+        call(0.5, "a1", "rest", "op.A", 1000, 500, http_status=200, connection_id=9),
+        call(0.6, "a2", "rest", "op.A", 2000, 600, http_status=200, connection_id=9),
+        call(0.7, "a3", "rest", "op.A", 3000, 700, http_status=200, connection_id=9),
+        call(1.5, "a4", "rest", "op.A", 4000, 800, http_status=404, connection_id=9),
+        call(10.5, "a5", "rest", "op.A", 10000, 900, http_status=500, connection_id=9),
+    ]
+    batches.append(rest_a)
+    batches.append(rest_a[3:4])  # the Collector re-sent a4: FINAL must count it once
+    # op.A over gRPC, r1: 0.5, 1, 1.5, 2 ms; one UNAVAILABLE (14).
+    batches.append([
+        call(20.5, "g1", "grpc", "op.A", 500, 100),
+        call(21.5, "g2", "grpc", "op.A", 1000, 200),
+        call(22.5, "g3", "grpc", "op.A", 1500, 300, grpc_status=14),
+        call(30.5, "g4", "grpc", "op.A", 2000, 400),
+        # op.S: two client streams of 10 and 30 messages of 10 bytes, one 4-byte reply each
+        call(25.5, "s1", "grpc", "op.S", 20000, 19000, streaming="client", req_msgs=10, resp_msgs=1,
+             req_msg_bytes=100, resp_msg_bytes=4),
+        call(26.5, "s2", "grpc", "op.S", 40000, 39000, streaming="client", req_msgs=30, resp_msgs=1,
+             req_msg_bytes=300, resp_msg_bytes=4),
+        # live traffic, no run id
+        call(35.0, "w1", "grpc-web", "op.A", 3000, 1000, run_id=""),
+    ])
+    # op.H over gRPC, r1: 105 calls on h2 connection 42, inserted out of start order;
+    # HPACK: the first request's headers take 160 bytes on the wire, the others 20.
+    order = [(8 * i) % 105 for i in range(105)]
+    assert sorted(order) == list(range(105))
+    batches.append([
+        call(27 + pos / 1000, f"h{pos}", "grpc", "op.H", 1000, 500, connection_id=42,
+             downstream_header_bytes_received=160 if pos == 0 else 20)
+        for pos in order])
+    # op.C, run r2: 401 REST calls of 1.00 .. 5.00 ms, gRPC exactly twice as fast,
+    # grpc-web the same as REST.
+    rest_c = [1000 + 10 * i for i in range(401)]
+    batches.append(
+        [call(100 + i / 1000, f"cr{i}", "rest", "op.C", d, run_id="r2") for i, d in enumerate(rest_c)]
+        + [call(101 + i / 1000, f"cg{i}", "grpc", "op.C", d // 2, run_id="r2") for i, d in enumerate(rest_c)]
+        + [call(102 + i / 1000, f"cw{i}", "grpc-web", "op.C", d, run_id="r2") for i, d in enumerate(rest_c)])
+    return batches
+
+
+def sql_value(value) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return str(value)
+
+
+def load(ch: ScratchClickHouse) -> None:
+    for batch in dataset():
+        values = ",\n".join("(" + ", ".join(sql_value(row[c]) for c in REQUEST_COLUMNS) + ")" for row in batch)
+        ch.sql(f"INSERT INTO wirelens.requests ({', '.join(REQUEST_COLUMNS)}) VALUES\n{values}")
+    # process.cpu.time, T0 .. T0+40 s, as procmetrics sends it: Envoy's user time, a
+    # cumulative counter at 0.5 CPU-s/s, a point every second. A service's system
+    # time as delta points of 0.5 s every 2 s (0.25 CPU-s/s: the exporter's other
+    # temporality). The Collector's (wirelens's own pipeline, not counted) at 3 CPU-s/s,
+    # and Envoy's memory (another metric).
+    t0 = f"toDateTime('{ts(0)[:19]}')"
+    ch.sql(f"""
+        INSERT INTO otel.otel_metrics_sum
+            (ResourceAttributes, ServiceName, MetricName, MetricUnit, Attributes, StartTimeUnix, TimeUnix,
+             Value, AggregationTemporality, IsMonotonic)
+        SELECT map('service.name', 'envoy', 'process.pid', '11'), 'envoy', 'process.cpu.time', 's',
+               map('state', 'user'), {t0} - 100, {t0} + number, 0.5 * number, 2, true
+        FROM numbers(41)
+        UNION ALL
+        SELECT map('service.name', 'grpc-service', 'process.pid', '12'), 'grpc-service', 'process.cpu.time', 's',
+               map('state', 'system'), {t0} + 2 * number - 2, {t0} + 2 * number, 0.5, 1, true
+        FROM numbers(1, 20)
+        UNION ALL
+        SELECT map('service.name', 'collector', 'process.pid', '13'), 'collector', 'process.cpu.time', 's',
+               map('state', 'user'), {t0} - 100, {t0} + number, 3 * number, 2, true
+        FROM numbers(41)
+        UNION ALL
+        SELECT map('service.name', 'envoy', 'process.pid', '11'), 'envoy', 'process.memory.usage', 'By', map(),
+               {t0} - 100, {t0} + number, 1e9 * number, 2, false
+        FROM numbers(41)
+    """)
+
+
+@pytest.fixture(scope="module")
+def ch():
+    server = ScratchClickHouse()
+    try:
+        server.wait_ready()
+        server.sql("CREATE DATABASE IF NOT EXISTS otel")
+        server.sql(OTEL_LOGS_STANDIN)
+        stack.apply_schema(server.settings)
+        load(server)
+        yield server
+    finally:
+        server.stop()
+
+
+WINDOW = {"since": ts(-60)[:23], "until": ts(600)[:23]}
+COMPARE = {"operation": "op.C", "protocol_a": "rest", "protocol_b": "grpc", "resamples": "400"}
+
+
+def query(ch, name: str, run_id: str = "r1", **extra) -> list[dict]:
+    params = {**WINDOW, "run_id": run_id, **extra}
+    if name == "compare_protocols":
+        params = {**COMPARE, **params}
+    text = saved.run(ch.url, saved.saved_query(name), params, "TabSeparatedWithNames")
+    lines = text.splitlines()
+    header = lines[0].split("\t")
+    assert header == COLUMNS[name].split(), name
+    return [dict(zip(header, line.split("\t"))) for line in lines[1:]]
+
+
+def by(rows: list[dict], *keys: str) -> dict:
+    return {tuple(r[k] for k in keys) if len(keys) > 1 else r[keys[0]]: r for r in rows}
+
+
+# ------------------------------------------------------------------ the tests
+
+def test_every_saved_query_is_covered_here():
+    assert sorted(p.stem for p in (ROOT / "queries").glob("*.sql")) == sorted(COLUMNS)
+
+
+def test_every_query_runs_on_empty_tables(ch):
+    ch.sql("TRUNCATE TABLE wirelens.requests")
+    ch.sql("TRUNCATE TABLE otel.otel_metrics_sum")
+    try:
+        for name in COLUMNS:
+            for run_id in ("", "r1"):
+                rows = query(ch, name, run_id)  # checks the column names too
+                if name == "compare_protocols":
+                    assert len(rows) == 1
+                    assert rows[0]["n_a"] == rows[0]["n_b"] == "0"
+                    assert rows[0]["median_ratio"] == "\\N" and rows[0]["verdict"] == ""
+                else:
+                    assert rows == [], name
+    finally:
+        load(ch)
+
+
+def test_latency_quantiles_are_exact(ch):
+    rows = by(query(ch, "latency_by_operation"), "operation", "protocol")
+    rest = rows[("op.A", "rest")]
+    # 1, 2, 3, 4, 10 ms (a4 re-sent, counted once): mean 20/5 = 4; quantileExact(q) is
+    # the element at floor(q * 5): p50 -> [2] = 3 ms, p90..p99.9 -> [4] = 10 ms.
+    assert rest["calls"] == "5"
+    assert (rest["mean_ms"], rest["p50_ms"], rest["p90_ms"], rest["p95_ms"], rest["p99_ms"], rest["p999_ms"]) \
+        == ("4", "3", "10", "10", "10", "10")
+    assert (rest["min_ms"], rest["max_ms"]) == ("1", "10")
+    # ttfb 0.5 .. 0.9 ms: mean 0.7, p50 0.7, p90 0.9
+    assert (rest["ttfb_mean_ms"], rest["ttfb_p50_ms"], rest["ttfb_p90_ms"], rest["ttfb_min_ms"],
+            rest["ttfb_max_ms"]) == ("0.7", "0.7", "0.9", "0.5", "0.9")
+    grpc = rows[("op.A", "grpc")]
+    # 0.5, 1, 1.5, 2 ms: mean 1.25, p50 = [floor(2)] = 1.5
+    assert (grpc["calls"], grpc["mean_ms"], grpc["p50_ms"], grpc["p99_ms"]) == ("4", "1.25", "1.5", "2")
+    # grpc-web's only call has no run id: only in the all-runs answer
+    assert ("op.A", "grpc-web") not in rows
+    assert by(query(ch, "latency_by_operation", ""), "operation", "protocol")[("op.A", "grpc-web")]["calls"] == "1"
+
+
+def test_bytes_and_ratios_to_the_leanest_protocol(ch):
+    rows = by(query(ch, "bytes_by_operation"), "operation", "protocol")
+    rest, grpc = rows[("op.A", "rest")], rows[("op.A", "grpc")]
+    assert (rest["calls"], rest["req_header_b"], rest["resp_header_b"], rest["req_body_b"], rest["resp_body_b"],
+            rest["req_framing_b"], rest["req_wire_b"], rest["resp_wire_b"], rest["total_b"]) \
+        == ("5", "200", "100", "50", "150", "0", "300", "260", "560")
+    assert (grpc["req_framing_b"], grpc["resp_framing_b"], grpc["total_b"]) == ("5", "5", "270")
+    # headers incl. trailers: REST 200+100 = 300, gRPC 100+50+30 = 180 -> 300/180
+    assert (rest["header_ratio"], grpc["header_ratio"]) == ("1.667", "1")
+    # bodies 200 vs 100; wire 560 vs 270
+    assert (rest["body_ratio"], grpc["body_ratio"]) == ("2", "1")
+    assert (rest["wire_ratio"], grpc["wire_ratio"]) == ("2.074", "1")
+
+
+def test_throughput_per_second_and_errors(ch):
+    rows = by(query(ch, "throughput_per_second"), "second", "protocol")
+    sec = lambda s: ts(s)[:19]  # noqa: E731
+    # REST: 3 calls in second 0, the 404 in second 1, the 500 in second 10
+    assert {k: (r["calls"], r["errors"]) for k, r in rows.items() if k[1] == "rest"} == {
+        (sec(0), "rest"): ("3", "0"), (sec(1), "rest"): ("1", "1"), (sec(10), "rest"): ("1", "1")}
+    assert (rows[(sec(22), "grpc")]["calls"], rows[(sec(22), "grpc")]["errors"]) == ("1", "1")  # grpc-status 14
+    assert rows[(sec(27), "grpc")]["calls"] == "105"
+
+
+def test_errors_by_status_with_shares_of_the_protocols_calls(ch):
+    rows = by(query(ch, "errors_by_status"), "protocol", "operation", "http_status", "grpc_status")
+    # REST has 5 calls in r1: 404 and 500 are 1/5 each; gRPC 111 calls (4 + 2 + 105), one 14
+    assert {k: (r["calls"], r["share"]) for k, r in rows.items()} == {
+        ("rest", "op.A", "404", "\\N"): ("1", "0.2"),
+        ("rest", "op.A", "500", "\\N"): ("1", "0.2"),
+        ("grpc", "op.A", "200", "14"): ("1", str(round(1 / 111, 6))),
+    }
+
+
+def test_streaming_efficiency_puts_calls_and_streams_on_one_scale(ch):
+    rows = by(query(ch, "streaming_efficiency"), "operation", "protocol")
+    s = rows[("op.S", "grpc")]
+    # streams of 10 and 30 messages (10 B each), one 4-byte reply: 40 units of work in
+    # 60 ms -> 666.7/s, 60 ms / 40 * 1000 = 1500 ms per 1000 messages
+    assert (s["streaming"], s["calls"], s["req_msgs_per_call"], s["resp_msgs_per_call"]) == ("client", "2", "20", "1")
+    assert (s["req_bytes_per_message"], s["resp_bytes_per_message"]) == ("10", "4")
+    assert (s["messages_per_second"], s["work_ms_per_1000_messages"]) == ("666.7", "1500")
+    rest = rows[("op.A", "rest")]
+    # REST: one message each way, the bodies (50 and 150 B); 5 calls in 20 ms
+    assert (rest["req_msgs_per_call"], rest["resp_msgs_per_call"]) == ("1", "1")
+    assert (rest["req_bytes_per_message"], rest["resp_bytes_per_message"]) == ("50", "150")
+    assert (rest["messages_per_second"], rest["work_ms_per_1000_messages"]) == ("250", "4000")
+    grpc = rows[("op.A", "grpc")]
+    # unary: 4 calls in 5 ms, 20 and 70 payload bytes
+    assert (grpc["req_bytes_per_message"], grpc["messages_per_second"], grpc["work_ms_per_1000_messages"]) \
+        == ("20", "800", "1250")
+
+
+def test_header_compression_by_position_on_the_connection(ch):
+    rows = query(ch, "header_compression")
+    got = [(r["protocol"], r["request_index"], r["calls"], r["uncompressed_header_b"], r["wire_header_b"],
+            r["ratio"]) for r in rows]
+    # connection 42: 105 gRPC calls; the first (by start time, not insert order) sent
+    # 160 of its 200 header bytes, the rest 20. gRPC calls without a connection id are
+    # left out. Connection 9: 5 REST calls (a4 once), HTTP/1.1: 220 of 220 bytes.
+    assert got == [
+        ("grpc", "1", "1", "200", "160", "0.8"),
+        ("grpc", "2", "1", "200", "20", "0.1"),
+        ("grpc", "3", "1", "200", "20", "0.1"),
+        ("grpc", "4-10", "7", "200", "20", "0.1"),
+        ("grpc", "11-100", "90", "200", "20", "0.1"),
+        ("grpc", ">100", "5", "200", "20", "0.1"),
+        ("rest", "1", "1", "220", "220", "1"),
+        ("rest", "2", "1", "220", "220", "1"),
+        ("rest", "3", "1", "220", "220", "1"),
+        ("rest", "4-10", "2", "220", "220", "1"),
+    ]
+
+
+def test_cpu_per_1000_calls_over_each_protocols_window(ch):
+    rows = by(query(ch, "cpu_per_1000_calls"), "protocol")
+    # REST's window T0+0.5 .. T0+10.5 (10 s), gRPC's T0+20.5 .. T0+30.5 (10 s). Rates:
+    # cumulative 0.5 CPU-s/s, delta 0.25 CPU-s/s -> 0.75 * 10 s = 7.5 CPU-s each.
+    # REST 5 calls: 7.5e6 ms / 5 per 1000; gRPC 111 calls. The Collector's CPU and
+    # process.memory.usage are not counted.
+    assert {p: (r["calls"], r["cpu_seconds"], r["cpu_ms_per_1000_calls"]) for p, r in rows.items()} == {
+        "rest": ("5", "7.5", "1500000"),
+        "grpc": ("111", "7.5", str(round(7.5e6 / 111, 3))),
+    }
+    # live calls (no run id) get no window: grpc-web never shows up
+    assert "grpc-web" not in by(query(ch, "cpu_per_1000_calls", ""), "protocol")
+
+
+def test_compare_protocols_bootstrap_interval_and_verdict(ch):
+    row, = query(ch, "compare_protocols", "r2")
+    # 401 REST durations 1.00 .. 5.00 ms; gRPC exactly half of each
+    assert (row["n_a"], row["n_b"]) == ("401", "401")
+    assert (row["median_a_ms"], row["median_b_ms"], row["median_ratio"]) == ("3", "1.5", "0.5")
+    assert (row["p99_a_ms"], row["p99_b_ms"], row["p99_ratio"]) == ("4.96", "2.48", "0.5")
+    for stat in ("median", "p99"):
+        low, high = float(row[f"{stat}_ci_low"]), float(row[f"{stat}_ci_high"])
+        assert low <= 0.5 <= high < 1, (stat, low, high)
+    assert row["verdict"].startswith("grpc median is 2.00x faster than rest (95% CI ")
+    assert "; grpc p99 is 2.00x faster than rest (95% CI " in row["verdict"]
+    low, high = (float(x) for x in row["verdict"].split("(95% CI ")[1].split(")")[0].split("-"))
+    assert math.isclose(low, 1 / float(row["median_ci_high"]), abs_tol=0.02)
+    assert math.isclose(high, 1 / float(row["median_ci_low"]), abs_tol=0.02)
+
+    # the other way round: 2x slower
+    row, = query(ch, "compare_protocols", "r2", protocol_a="grpc", protocol_b="rest")
+    assert row["median_ratio"] == "2" and row["verdict"].startswith("rest median is 2.00x slower than grpc")
+
+    # grpc-web has the same durations as REST: the interval contains 1, no verdict
+    row, = query(ch, "compare_protocols", "r2", protocol_b="grpc-web")
+    assert row["median_ratio"] == "1"
+    assert float(row["median_ci_low"]) <= 1 <= float(row["median_ci_high"])
+    assert float(row["p99_ci_low"]) <= 1 <= float(row["p99_ci_high"])
+    assert row["verdict"] == ""
+
+    # a protocol without calls: its side is NULL, no interval, no verdict
+    row, = query(ch, "compare_protocols", "r2", protocol_b="grpc-web-text")
+    assert (row["n_b"], row["median_b_ms"], row["median_ratio"], row["median_ci_low"], row["verdict"]) \
+        == ("0", "\\N", "\\N", "\\N", "")
+
+
+def test_saved_py_fills_the_extra_parameters_and_names_missing_ones(ch, capsys):
+    sql = saved.saved_query("compare_protocols")
+    assert sorted(saved.parameters(sql)) == ["operation", "protocol_a", "protocol_b", "resamples", "run_id",
+                                             "since", "until"]
+    assert saved.main(["compare_protocols", "--clickhouse-url", ch.url]) == 1
+    assert "--param operation=..., --param protocol_a=..., --param protocol_b=..." in capsys.readouterr().err
+    # resamples defaults to 200; the window ends now, so the dataset (an hour ago) is in a 2h window
+    assert saved.main(["compare_protocols", "--clickhouse-url", ch.url, "--since", "2h", "--run-id", "r2",
+                       "--param", "operation=op.C", "--param", "protocol_a=rest", "--param", "protocol_b=grpc",
+                       "--format", "JSONEachRow"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert (int(row["n_a"]), row["median_ratio"]) == (401, 0.5)
