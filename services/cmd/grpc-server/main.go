@@ -5,13 +5,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"time"
 
@@ -21,15 +19,7 @@ import (
 )
 
 func main() {
-	ctx, stop := cli.SignalContext(context.Background())
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		slog.Error("grpc-server failed", "err", err)
-		os.Exit(1)
-	}
+	cli.Main("grpc-server", run)
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {

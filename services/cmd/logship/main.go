@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -26,15 +25,7 @@ import (
 )
 
 func main() {
-	ctx, stop := cli.SignalContext(context.Background())
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		slog.Error("logship failed", "err", err)
-		os.Exit(1)
-	}
+	cli.Main("logship", run)
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {

@@ -28,7 +28,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,15 +42,7 @@ import (
 )
 
 func main() {
-	ctx, stop := cli.SignalContext(context.Background())
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		slog.Error("procmetrics failed", "err", err)
-		os.Exit(1)
-	}
+	cli.Main("procmetrics", run)
 }
 
 type pidFlags map[int]string

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/wirelens/wirelens/services/internal/cli"
@@ -22,15 +21,7 @@ import (
 )
 
 func main() {
-	ctx, stop := cli.SignalContext(context.Background())
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		slog.Error("rest-server failed", "err", err)
-		os.Exit(1)
-	}
+	cli.Main("rest-server", run)
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {
