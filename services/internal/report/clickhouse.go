@@ -4,16 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/wirelens/wirelens/services/internal/cli"
 )
 
 // ClickHouse runs queries over ClickHouse's HTTP interface. Parameters travel
@@ -61,17 +59,7 @@ func (r *Result) Index(name string) int {
 }
 
 // UnreachableError means nothing answered at the URL (refused, DNS, timeout).
-type UnreachableError struct {
-	Service string // "ClickHouse", "Jaeger"
-	URL     string
-	Err     error
-}
-
-func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("%s is not reachable at %s: %s", e.Service, e.URL, netReason(e.Err))
-}
-
-func (e *UnreachableError) Unwrap() error { return e.Err }
+type UnreachableError = cli.UnreachableError
 
 // QueryError is ClickHouse refusing or failing a query; Message is its own text.
 type QueryError struct {
@@ -83,35 +71,6 @@ type QueryError struct {
 
 func (e *QueryError) Error() string {
 	return fmt.Sprintf("ClickHouse at %s answered HTTP %d: %s", e.URL, e.Status, e.Message)
-}
-
-// netReason turns a transport error into its short cause ("connection
-// refused", "no such host", "timed out").
-func netReason(err error) string {
-	var errno syscall.Errno
-	var dnsErr *net.DNSError
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
-		return "timed out"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.As(err, &dnsErr):
-		if dnsErr.IsNotFound {
-			return "no such host " + dnsErr.Name
-		}
-		return dnsErr.Error()
-	case errors.As(err, &errno):
-		return errno.Error()
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) && netErr.Timeout() {
-		return "timed out"
-	}
-	var urlErr *url.Error
-	if errors.As(err, &urlErr) {
-		return urlErr.Err.Error()
-	}
-	return err.Error()
 }
 
 func (c *ClickHouse) client() *http.Client {

@@ -5,17 +5,15 @@ package trace
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/wirelens/wirelens/services/internal/cli"
 )
 
 // Document is the answer of Jaeger's /api/traces/<id>.
@@ -85,16 +83,7 @@ func (e *NotFoundError) Error() string {
 }
 
 // UnreachableError means nothing answered at Jaeger's URL.
-type UnreachableError struct {
-	URL string
-	Err error
-}
-
-func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("Jaeger is not reachable at %s: %s", e.URL, netReason(e.Err))
-}
-
-func (e *UnreachableError) Unwrap() error { return e.Err }
+type UnreachableError = cli.UnreachableError
 
 var traceIDRe = regexp.MustCompile(`^[0-9a-fA-F]{1,32}$`)
 
@@ -127,7 +116,7 @@ func (c *Client) Fetch(ctx context.Context, id string) (*Trace, error) {
 	req.Header.Set("Accept", "application/json")
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, &UnreachableError{URL: base, Err: err}
+		return nil, &UnreachableError{Service: "Jaeger", URL: base, Err: err}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -156,32 +145,4 @@ func (c *Client) Fetch(ctx context.Context, id string) (*Trace, error) {
 		return nil, &NotFoundError{ID: id, URL: base}
 	}
 	return &doc.Data[0], nil
-}
-
-// netReason turns a transport error into its short cause.
-func netReason(err error) string {
-	var errno syscall.Errno
-	var dnsErr *net.DNSError
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
-		return "timed out"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.As(err, &dnsErr):
-		if dnsErr.IsNotFound {
-			return "no such host " + dnsErr.Name
-		}
-		return dnsErr.Error()
-	case errors.As(err, &errno):
-		return errno.Error()
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) && netErr.Timeout() {
-		return "timed out"
-	}
-	var urlErr *url.Error
-	if errors.As(err, &urlErr) {
-		return urlErr.Err.Error()
-	}
-	return err.Error()
 }
