@@ -44,9 +44,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -266,15 +263,10 @@ class ScratchClickHouse:
 
 
 def query(url: str, sql: str, params: dict[str, str] | None = None, timeout: float = 600.0) -> str:
-    qs = urllib.parse.urlencode({f"param_{k}": v for k, v in (params or {}).items()})
-    request = urllib.request.Request(f"{url}/?{qs}", data=sql.encode(), method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.read().decode()
-    except urllib.error.HTTPError as exc:
-        raise Broken(f"ClickHouse rejected: {exc.read().decode(errors='replace').strip()}") from exc
-    except (OSError, urllib.error.URLError) as exc:
-        raise Broken(f"ClickHouse not reachable at {url}: {exc}") from exc
+        return saved.post(url, sql, params, timeout)
+    except saved.QueryError as exc:
+        raise Broken(str(exc)) from exc
 
 
 def create_schema(url: str) -> None:

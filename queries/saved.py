@@ -54,19 +54,27 @@ def parameters(sql: str) -> list[str]:
     return list(dict.fromkeys(re.findall(r"\{(\w+):[^}]+\}", sql)))
 
 
-def run(http_url: str, sql: str, params: dict[str, str], fmt: str = "TabSeparatedWithNames",
-        timeout: float = 60.0) -> str:
-    query = {f"param_{k}": v for k, v in params.items()}
+class UnreachableError(QueryError):
+    """Nothing answered at the ClickHouse URL."""
+
+
+def post(http_url: str, sql: str, params: dict[str, str] | None = None, timeout: float = 60.0) -> str:
+    """Run one statement over ClickHouse's HTTP interface with query parameters; its answer as text."""
+    query = {f"param_{k}": v for k, v in (params or {}).items()}
     url = f"{http_url.rstrip('/')}/?{urllib.parse.urlencode(query)}"
-    body = f"{sql}\nFORMAT {fmt}".encode()
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=timeout) as response:
+        with urllib.request.urlopen(urllib.request.Request(url, data=sql.encode()), timeout=timeout) as response:
             return response.read().decode()
     except urllib.error.HTTPError as exc:
         raise QueryError(f"ClickHouse at {http_url} rejected the query: "
                          f"{exc.read().decode(errors='replace').strip()}") from exc
     except (OSError, urllib.error.URLError) as exc:
-        raise QueryError(f"ClickHouse is not reachable at {http_url}: {exc}") from exc
+        raise UnreachableError(f"ClickHouse is not reachable at {http_url}: {exc}") from exc
+
+
+def run(http_url: str, sql: str, params: dict[str, str], fmt: str = "TabSeparatedWithNames",
+        timeout: float = 60.0) -> str:
+    return post(http_url, f"{sql}\nFORMAT {fmt}", params, timeout)
 
 
 def window(since: dt.timedelta, until: dt.datetime | None = None) -> dict[str, str]:

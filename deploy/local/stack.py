@@ -38,7 +38,9 @@ from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "envoy"))
+sys.path.insert(0, str(ROOT / "queries"))
 import render as envoy_render  # noqa: E402  (envoy/render.py)
+import saved  # noqa: E402  (queries/saved.py)
 
 PORTS_FILE = ROOT / "deploy" / "local" / "ports.env"
 BIN = ROOT / "bin"
@@ -140,16 +142,13 @@ def tcp_open(port: int) -> Callable[[], bool]:
 
 
 def clickhouse_query(settings: dict[str, str], sql: str, timeout: float = 30.0) -> str:
-    url = f"http://127.0.0.1:{settings['WIRELENS_CLICKHOUSE_HTTP_PORT']}/"
-    request = urllib.request.Request(url, data=sql.encode(), method="POST")
+    url = f"http://127.0.0.1:{settings['WIRELENS_CLICKHOUSE_HTTP_PORT']}"
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.read().decode()
-    except urllib.error.HTTPError as exc:
-        raise StackError(f"ClickHouse at {url} rejected the statement: "
-                         f"{exc.read().decode(errors='replace').strip()}\n--- statement ---\n{sql}") from exc
-    except (OSError, urllib.error.URLError) as exc:
-        raise StackError(f"ClickHouse is not reachable at {url}: {exc}") from exc
+        return saved.post(url, sql, timeout=timeout)
+    except saved.UnreachableError as exc:
+        raise StackError(str(exc)) from exc
+    except saved.QueryError as exc:
+        raise StackError(f"{exc}\n--- statement ---\n{sql}") from exc
 
 
 # ---------------------------------------------------------------- ports
