@@ -647,10 +647,16 @@ def build_empty_filter(force: bool) -> None:
     shutil.copyfile(built, EMPTY_WASM)
 
 
+def _shown(path: Path) -> str:
+    """`path` relative to the repository when it is inside it."""
+    path = path.resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def file_info(path: Path, copy: Path | None = None) -> dict:
     """Size, hash and build time of `path`; hash of `copy` (what Envoy loads) when given."""
     data = (copy or path).read_bytes()
-    return {"path": str(path.relative_to(ROOT)), "bytes": len(data),
+    return {"path": _shown(path), "bytes": len(data),
             "sha256": hashlib.sha256(data).hexdigest()[:16],
             "mtime": _dt.datetime.fromtimestamp(path.stat().st_mtime).isoformat(timespec="seconds")}
 
@@ -703,8 +709,22 @@ def summarize(runs: list[Run], targets: list[Target], reps: int) -> dict:
                 per_rep["capacity_wirelens_over_none"].append(cpu["none"] / cpu["wirelens"])
             if not per_rep["throughput_wirelens_over_none"]:
                 continue
+            for variant in keyof:
+                if variant in VARIANTS:
+                    continue
+                per_rep[f"throughput_{variant}_over_none"] = []
+                per_rep[f"added_cpu_us_{variant}_over_empty"] = []
+                for rep in range(reps):
+                    rec = {r.target.variant: r.record for r in runs if r.rep == rep and r.load == load
+                           and r.target.exporters == exporters}
+                    if {"none", "empty", variant} <= rec.keys():
+                        per_rep[f"throughput_{variant}_over_none"].append(
+                            rec[variant]["rps"] / rec["none"]["rps"])
+                        per_rep[f"added_cpu_us_{variant}_over_empty"].append(
+                            rec[variant]["envoy_cpu_us_per_call"] - rec["empty"]["envoy_cpu_us_per_call"])
             comp = {name: {"median": median(vals), "min": min(vals), "max": max(vals), "per_rep": vals}
-                    for name, vals in per_rep.items()}
+                    for name, vals in per_rep.items() if vals}
+            comp["compared"] = [v for v in keyof if v not in VARIANTS]
             thr = comp["throughput_wirelens_over_none"]["median"]
             added = comp["added_cpu_us_wirelens_over_empty"]["median"]
             comp["pass_throughput"] = thr >= TARGET_THROUGHPUT_RATIO
@@ -766,11 +786,16 @@ def print_report(summary: dict, targets: list[Target], meta: dict) -> None:
             p(f"    CPU µs/call wirelens-none  {rng('added_cpu_us_wirelens_over_none', '+.2f')}")
             p(f"    capacity wirelens/none     {rng('capacity_wirelens_over_none', '.3f')}"
               f"   (= CPU none / CPU wirelens: throughput if Envoy had its own core)")
+            for variant in comp["compared"]:
+                if f"added_cpu_us_{variant}_over_empty" in comp:
+                    p(f"    CPU µs/call {variant + '-empty':<14} "
+                      f"{rng(f'added_cpu_us_{variant}_over_empty', '+.2f'):<26} "
+                      f"throughput {variant}/none {rng(f'throughput_{variant}_over_none', '.3f')}")
     other = [c["other_cores"]["median"] for cs in summary["cells"].values() for c in cs.values()]
     p()
     p(f"Noise: other programs used {median(other):.2f} cores (median over cells; "
       f"max {max(other):.2f}) of {meta['cpus']} during the runs; see bench/README.md.")
-    p(f"JSON: {JSON_OUT.relative_to(ROOT)}")
+    p(f"JSON: {_shown(JSON_OUT)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -801,6 +826,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loads", default="wrk,h2load", help="comma-separated subset of wrk,h2load")
     ap.add_argument("--quick", action="store_true",
                     help="smoke test of the script: 2 reps, 1 s / 2000 requests, short warm-up")
+    ap.add_argument("--compare", action="append", default=[], metavar="NAME=PATH",
+                    help="also measure another proxy-wasm build side by side (e.g. a candidate "
+                         "change of the filter), given the same plugin config; repeatable. Each "
+                         "gets its own 'NAME - empty' line")
     ap.add_argument("--no-build", action="store_true", help="do not (re)build filters/empty")
     ap.add_argument("--json", type=Path, default=JSON_OUT, help=f"results file (default {JSON_OUT.relative_to(ROOT)})")
     args = ap.parse_args(argv)
@@ -811,6 +840,16 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--loads: choose from {','.join(LOADS)}")
     if args.reps < 1 or args.duration <= 0 or args.requests < 1:
         ap.error("--reps, --duration and --requests must be positive")
+    extra_wasm: dict[str, Path] = {}
+    for spec_text in args.compare:
+        name, sep, path = spec_text.partition("=")
+        if not sep or not re.fullmatch(r"[a-z][a-z0-9_-]{0,20}", name) or name in VARIANTS:
+            ap.error(f"--compare {spec_text!r}: expected NAME=PATH with a new lower-case NAME "
+                     f"(not {', '.join(VARIANTS)})")
+        if not Path(path).is_file():
+            ap.error(f"--compare {spec_text!r}: {path} is not a file")
+        extra_wasm[name] = Path(path).resolve()
+    variants = list(VARIANTS) + list(extra_wasm)
 
     benchlib.require_tools({"wrk": "wrk", "h2load": "nghttp2-client", "nghttp": "nghttp2-client"})
     for path, how in ((WIRELENS_WASM, "make filter"), (OPMAP, "make proto")):
@@ -842,13 +881,17 @@ def main(argv: list[str] | None = None) -> int:
                     args.h2_streams)
     exporter_modes = {"off": [False], "on": [True], "both": [False, True]}[args.exporters]
     wasm_of = {"none": None, "empty": empty_wasm, "wirelens": wirelens_wasm}
+    for name, path in extra_wasm.items():
+        wasm_of[name] = WORK_DIR / f"compare-{name}.wasm"
+        shutil.copyfile(path, wasm_of[name])
 
     meta = {
         "date": _dt.datetime.now().isoformat(timespec="seconds"),
         "host": platform.node(), "cpus": os.cpu_count(), "loadavg_start": benchlib.loadavg(),
         "envoy_version": envoy_version(envoy_bin), "envoy_bin": str(envoy_bin),
         "wasm": {"wirelens": file_info(WIRELENS_WASM, wirelens_wasm),
-                 "empty": file_info(EMPTY_WASM, empty_wasm)},
+                 "empty": file_info(EMPTY_WASM, empty_wasm),
+                 **{name: file_info(path, wasm_of[name]) for name, path in extra_wasm.items()}},
         "opmap": file_info(OPMAP),
         "reps": args.reps, "exporters": args.exporters, "loads": loads, "quick": args.quick,
         "upstream": args.upstream, "nice": args.nice,
@@ -860,7 +903,7 @@ def main(argv: list[str] | None = None) -> int:
                     "added_cpu_us_max": TARGET_ADDED_CPU_US},
     }
 
-    n_targets = len(VARIANTS) * len(exporter_modes)
+    n_targets = len(variants) * len(exporter_modes)
     ports = benchlib.free_ports(3 + 2 * n_targets)
     # Also the OTLP sink of the exporters, so it runs with --upstream direct too.
     upstream = Envoy("upstream", upstream_config(ports[0], ports[2]), ports[0], ports[2],
@@ -868,7 +911,7 @@ def main(argv: list[str] | None = None) -> int:
     targets: list[Target] = []
     i = 3
     for exporters in exporter_modes:
-        for variant in VARIANTS:
+        for variant in variants:
             key = variant + ("+exp" if exporters else "")
             cfg = measured_config(wasm_of[variant], plugin_config, exporters, args.upstream, ports[i],
                                   ports[i + 1], ports[0], f"wirelens-bench-{key}")

@@ -84,6 +84,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "proxy_log",
     "proxy_get_current_time_nanoseconds",
     "proxy_get_header_map_pairs",
+    "proxy_get_header_map_size",
     "proxy_get_buffer_bytes",
     "proxy_set_property",
 ];
@@ -503,6 +504,31 @@ fn define_env(linker: &mut Linker<HostState>) -> Result<()> {
                 serialize_pairs(&pairs)
             };
             copy_out(&mut c, &bytes, ptr_ptr, size_ptr)
+        },
+    )?;
+    linker.func_wrap(
+        "env",
+        "proxy_get_header_map_size",
+        |mut c: Caller<'_, HostState>, map_type: i32, size_ptr: i32| -> wasmtime::Result<i32> {
+            c.data_mut().record(
+                "env.proxy_get_header_map_size",
+                &[map_type.into(), size_ptr.into()],
+            );
+            if map_type as u32 > MAP_TYPE_MAX {
+                return Ok(status::BAD_ARGUMENT);
+            }
+            // Envoy: `HeaderMap::byteSize()`, Σ(name + value lengths); a map
+            // that is not available is a BadArgument.
+            let Some(pairs) = c.data_mut().visible_map(map_type as u32) else {
+                let h = c.data_mut();
+                let note = format!("header map size {map_type} in {:?}", h.phase);
+                h.out_of_phase_reads.push(note);
+                return Ok(status::BAD_ARGUMENT);
+            };
+            if !write_u32(&mut c, size_ptr, header_bytes(&pairs) as u32) {
+                return Ok(status::INVALID_MEMORY_ACCESS);
+            }
+            Ok(status::OK)
         },
     )?;
     linker.func_wrap(

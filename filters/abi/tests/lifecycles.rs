@@ -103,8 +103,6 @@ fn rest_json_post_unary() {
     want.duration_us = Some(us(t_req, t_end));
     want.req_duration_us = Some(us(t_req, t_req_end));
     assert_record(&record, &want);
-    assert_eq!(props[1].value, b"rest");
-    assert_eq!(props[2].value, b"hello.SayHello");
     // REST bodies are only counted, never read.
     let stream_calls: Vec<_> = vm
         .host()
@@ -882,7 +880,6 @@ fn optional_fields_empty_and_rest_transcoded() {
     want.ttfb_us = Some(0);
     want.duration_us = Some(0);
     assert_record(&record, &want);
-    assert_eq!(props[1].value, b"rest-transcoded");
     finish_clean(&mut vm, ctx);
 }
 
@@ -911,7 +908,7 @@ fn host_refusals_are_survived() {
     }
     finish_clean(&mut vm, ctx);
 
-    // set_property refused: ignored, still exactly three attempts, Continue.
+    // set_property refused: ignored, still exactly one attempt, Continue.
     vm.host_mut().clock_ns = Some(T0);
     vm.host_mut().set_property_status = wirelens_abi::status::NOT_FOUND;
     let ctx = vm.create_stream().unwrap();
@@ -1078,11 +1075,6 @@ fn record_escapes_configured_names() {
     assert!(
         raw.contains(r#""wirelens.operation":"we\"ird\\op\u0001é""#),
         "{raw}"
-    );
-    assert_eq!(
-        props[2].value,
-        "we\"ird\\op\u{1}é".as_bytes(),
-        "the operation property is the raw name"
     );
     finish_clean(&mut vm, ctx);
 }

@@ -17,6 +17,7 @@ mod abi {
             return_map_data: *mut *mut u8,
             return_map_size: *mut usize,
         ) -> u32;
+        pub fn proxy_get_header_map_size(map_type: u32, return_size: *mut usize) -> u32;
         pub fn proxy_get_buffer_bytes(
             buffer_type: u32,
             start: usize,
@@ -110,6 +111,25 @@ pub mod abi {
         }
     }
 
+    /// Envoy answers the map's byte size: the sum of name and value lengths.
+    pub unsafe fn proxy_get_header_map_size(map_type: u32, size: *mut usize) -> u32 {
+        let sum = with(|h| {
+            let map = h.maps.get(map_type as usize)?.as_ref()?;
+            Some(
+                wirelens_core::headers::iter_serialized(map)
+                    .map(|(n, v)| n.len() + v.len())
+                    .sum::<usize>(),
+            )
+        });
+        match sum {
+            Some(n) => {
+                *size = n;
+                OK
+            }
+            None => NOT_FOUND,
+        }
+    }
+
     pub unsafe fn proxy_get_buffer_bytes(
         buffer_type: u32,
         start: usize,
@@ -194,6 +214,16 @@ pub fn header_map(map_type: u32) -> Option<Vec<u8>> {
         }
         Some(owned(data, size))
     }
+}
+
+/// The byte size of a header map without copying it: Envoy answers the sum
+/// of name and value lengths (`HeaderMap::byteSize`), the measure the record
+/// uses. One host call, and no call back into the VM to allocate.
+pub fn header_map_size(map_type: u32) -> Option<usize> {
+    let mut size: usize = 0;
+    // SAFETY: the host writes one usize through a valid pointer.
+    let status = unsafe { abi::proxy_get_header_map_size(map_type, &mut size) };
+    (status == OK).then_some(size)
 }
 
 /// Up to `max_size` bytes of a host buffer starting at `start`.

@@ -1,7 +1,6 @@
 //! wirelens proxy-wasm HTTP filter: a thin adapter that feeds Envoy's
-//! callbacks into [`wirelens_core::Call`] and publishes the record as three
-//! filter-state properties (`wirelens.record` — one compact JSON object —,
-//! `wirelens.protocol`, `wirelens.operation`).
+//! callbacks into [`wirelens_core::Call`] and publishes the record as one
+//! filter-state property, `wirelens.record`: a compact JSON object.
 //!
 //! Host calls whose failure the SDK turns into a panic (reading header maps
 //! and body bytes, the clock, `set_property`) go through [`host`], which
@@ -14,7 +13,7 @@ use proxy_wasm::types::{Action, ContextType, LogLevel};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use wirelens_core::headers::iter_serialized;
-use wirelens_core::{BodySource, Call, Config, OpMap, Options, Sampler};
+use wirelens_core::{BodySource, Call, Config, OpMap, Options, Sampler, PROPERTY_RECORD};
 
 mod host;
 
@@ -137,20 +136,21 @@ struct Stream {
 
 impl Stream {
     /// Publishes the record once (`now_ns` is the end time for streams
-    /// whose response never completed): exactly three `set_property` calls.
+    /// whose response never completed): exactly one `set_property` call.
     fn publish(&mut self, now_ns: Option<u64>) {
         if !self.call.claim_publish() {
             return;
         }
         let record = self.call.record(now_ns);
         // A failure (e.g. no stream info) is ignored by design.
-        let set = |key: &str, value: &[u8]| {
-            let _ = host::set_property(key, value);
+        let set = |json: &mut String| {
+            record.write_json(json);
+            let _ = host::set_property(PROPERTY_RECORD, json.as_bytes());
         };
         match self.shared.json.try_borrow_mut() {
-            Ok(mut buf) => record.for_each_property(&mut buf, set),
+            Ok(mut buf) => set(&mut buf),
             // Unreachable in a single-threaded VM; never panic anyway.
-            Err(_) => record.for_each_property(&mut String::new(), set),
+            Err(_) => set(&mut String::new()),
         }
     }
 }
@@ -193,11 +193,16 @@ impl HttpContext for Stream {
         if !self.sampled {
             return Action::Continue;
         }
-        let map = host::header_map(host::MAP_RESPONSE_HEADERS).unwrap_or_default();
-        if self
-            .call
-            .on_response_headers(iter_serialized(&map), end_of_stream, host::now_ns)
-        {
+        let complete = if self.call.response_headers_need_entries() {
+            let map = host::header_map(host::MAP_RESPONSE_HEADERS).unwrap_or_default();
+            self.call
+                .on_response_headers(iter_serialized(&map), end_of_stream, host::now_ns)
+        } else {
+            let size = host::header_map_size(host::MAP_RESPONSE_HEADERS).unwrap_or(0);
+            self.call
+                .on_response_header_size(size as u64, end_of_stream, host::now_ns)
+        };
+        if complete {
             self.publish(None);
         }
         Action::Continue
@@ -246,7 +251,6 @@ mod tests {
     use host::abi::{FakeHost, HOST};
     use wirelens_core::frame::encode_frame;
     use wirelens_core::headers::serialize;
-    use wirelens_core::PROPERTIES;
 
     /// The SDK's own host-call imports must resolve for the native test
     /// binary to link. The adapter never reaches them (its host calls go
@@ -369,13 +373,13 @@ mod tests {
     }
 
     #[test]
-    fn publishes_exactly_three_properties() {
+    fn publishes_exactly_one_property() {
         let (root, ok) = configure(CONFIG);
         assert!(ok);
         grpc_call(&root, true);
         let props = take_properties();
         let names: Vec<&str> = props.iter().map(|p| p.0.as_str()).collect();
-        assert_eq!(names, PROPERTIES);
+        assert_eq!(names, [PROPERTY_RECORD]);
         let record = std::str::from_utf8(&props[0].1).unwrap();
         assert!(
             record.starts_with(
@@ -387,8 +391,42 @@ mod tests {
         assert!(record.contains(r#""wirelens.request.messages":1,"wirelens.response.messages":1,"#));
         // Clock: start 1 ms, request end 2 ms, response headers 3 ms, end 4 ms.
         assert!(record.ends_with(r#""wirelens.time_to_first_byte_us":2000,"wirelens.duration_us":3000,"wirelens.request.duration_us":1000,"wirelens.malformed":0}"#), "{record}");
-        assert_eq!(props[1].1, b"grpc");
-        assert_eq!(props[2].1, b"hello.SayHello");
+    }
+
+    #[test]
+    fn rest_response_headers_are_sized_not_copied() {
+        let (root, _) = configure(
+            r#"{"operations": [{"grpc_path": "/wirelens.v1.Hello/SayHello",
+                "operation": "hello.SayHello", "streaming": "unary",
+                "http_rules": [{"method": "POST", "pattern": "/v1/hello"}]}]}"#,
+        );
+        host(|h| {
+            h.maps[host::MAP_REQUEST_HEADERS as usize] = Some(serialize(&[
+                (":method", "POST"),
+                (":path", "/v1/hello"),
+                ("content-type", "application/json"),
+            ]));
+            h.maps[host::MAP_RESPONSE_HEADERS as usize] = Some(serialize(&[
+                (":status", "200"),
+                ("content-type", "application/json"),
+            ]));
+        });
+        let before = host(|h| h.calls);
+        let mut s = root.create_http_context(2).unwrap();
+        s.on_http_request_headers(3, false);
+        s.on_http_request_body(15, true);
+        s.on_http_response_headers(2, false);
+        s.on_http_response_body(30, true);
+        s.on_log();
+        // 4 clock reads, the request map, the response map's size, one set_property.
+        assert_eq!(host(|h| h.calls) - before, 7);
+        let props = take_properties();
+        let record = std::str::from_utf8(&props[0].1).unwrap();
+        assert!(
+            record.contains(r#""wirelens.response.header.size":38,"#),
+            "{record}"
+        );
+        assert!(record.contains(r#""http.route":"/v1/hello","#), "{record}");
     }
 
     #[test]
@@ -396,7 +434,7 @@ mod tests {
         let (root, _) = configure(CONFIG);
         grpc_call(&root, false);
         let props = take_properties();
-        assert_eq!(props.len(), 3);
+        assert_eq!(props.len(), 1);
         let record = std::str::from_utf8(&props[0].1).unwrap();
         // Start 1 ms, request end 2 ms, response headers 3 ms, on_log 4 ms.
         assert!(record.ends_with(r#""wirelens.time_to_first_byte_us":2000,"wirelens.duration_us":3000,"wirelens.request.duration_us":1000,"wirelens.malformed":0}"#), "{record}");
@@ -419,7 +457,7 @@ mod tests {
         for _ in 0..100 {
             grpc_call(&root, true);
         }
-        assert_eq!(take_properties().len(), 300);
+        assert_eq!(take_properties().len(), 100);
 
         let (root, _) = configure(r#"{"sample_rate": 0.25}"#);
         let n = 2000;
@@ -427,8 +465,7 @@ mod tests {
             grpc_call(&root, true);
         }
         let props = take_properties();
-        assert_eq!(props.len() % 3, 0);
-        let published = props.len() / 3;
+        let published = props.len();
         assert!((400..600).contains(&published), "{published} of {n}");
         assert!(std::str::from_utf8(&props[0].1)
             .unwrap()

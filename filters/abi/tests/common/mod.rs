@@ -338,39 +338,19 @@ pub fn assert_record(got: &Map<String, Value>, want: &Expect) {
     );
 }
 
-/// Checks the three `set_property` calls of one publication (names, order,
-/// count, the context, the protocol and operation agreeing with the record)
-/// and returns the parsed record.
+/// Checks the one `set_property` call of a publication (name, count, the
+/// context) and returns the parsed record.
 pub fn check_publication(props: &[Property], ctx: u32) -> Map<String, Value> {
     let names: Vec<&[u8]> = props.iter().map(|p| p.path.as_slice()).collect();
     assert_eq!(
         names,
-        [
-            &b"wirelens.record"[..],
-            b"wirelens.protocol",
-            b"wirelens.operation"
-        ],
-        "exactly three set_property calls, in order (single-segment paths, no NUL)"
+        [&b"wirelens.record"[..]],
+        "exactly one set_property call (a single-segment path, no NUL)"
     );
-    for p in props {
-        assert_eq!(p.segments().len(), 1);
-        assert_eq!(p.context_id, ctx, "published in the stream's own context");
-    }
-    let record = parse_record(&props[0].value);
-    assert_eq!(
-        Value::String(props[1].value_str()),
-        record["wirelens.protocol"]
-    );
-    let op = record
-        .get("wirelens.operation")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    assert_eq!(
-        props[2].value_str(),
-        op,
-        "wirelens.operation property = record's (empty when unknown)"
-    );
-    record
+    let p = &props[0];
+    assert_eq!(p.segments().len(), 1);
+    assert_eq!(p.context_id, ctx, "published in the stream's own context");
+    parse_record(&p.value)
 }
 
 /// Asserts nothing unexpected happened at the host: no unimplemented import
@@ -398,13 +378,13 @@ pub fn silent(vm: &mut Vm, f: impl FnOnce(&mut Vm)) {
     assert_eq!(vm.host().properties.len(), before, "published too early");
 }
 
-/// Runs `f` (the callback that ends the response) and returns the three
-/// properties it published.
+/// Runs `f` (the callback that ends the response) and returns the
+/// property it published.
 pub fn publishes(vm: &mut Vm, f: impl FnOnce(&mut Vm)) -> Vec<Property> {
     let before = vm.host().properties.len();
     f(vm);
     let props = vm.host().properties[before..].to_vec();
-    assert_eq!(props.len(), 3, "this callback must publish: {props:?}");
+    assert_eq!(props.len(), 1, "this callback must publish: {props:?}");
     props
 }
 
