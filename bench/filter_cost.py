@@ -70,6 +70,9 @@ JSON_OUT = OUT_DIR / "filter_cost.json"
 WIRELENS_WASM = BUILD / "wirelens_filter.wasm"
 EMPTY_WASM = BUILD / "wirelens_empty_filter.wasm"
 EMPTY_CRATE = ROOT / "filters" / "empty"
+PROBE_CRATE = ROOT / "filters" / "probe"
+# Cargo features of filters/probe: the empty filter plus one kind of host call.
+PROBES = ("clock", "map-pairs", "map-size", "map-values", "body", "property", "properties-3")
 OPMAP = BUILD / "opmap.json"
 
 VARIANTS = ("none", "empty", "wirelens")
@@ -631,20 +634,36 @@ def measure(load: str, target: Target, upstream: Envoy, spec: LoadSpec, files: d
     }
 
 
+def _cargo_wasm(crate: Path, artifact: str, out: Path, *cargo_args: str) -> None:
+    """cargo build --release of a proxy-wasm crate; copies its .wasm to `out`."""
+    env = dict(os.environ)
+    env.setdefault("CARGO_HOME", str(ROOT / ".cache" / "cargo"))
+    env.setdefault("CARGO_TARGET_DIR", str(BUILD / "cargo"))
+    env["PATH"] = f"{Path.home() / '.cargo' / 'bin'}:{env.get('PATH', '')}"
+    subprocess.run(["cargo", "build", "--release", "--locked", "--target", "wasm32-wasip1",
+                    *cargo_args], cwd=crate, env=env, check=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(Path(env["CARGO_TARGET_DIR"]) / "wasm32-wasip1" / "release" / artifact, out)
+
+
 def build_empty_filter(force: bool) -> None:
     sources = [p for p in EMPTY_CRATE.rglob("*") if p.is_file() and "target" not in p.parts]
     if (not force and EMPTY_WASM.exists()
             and all(p.stat().st_mtime <= EMPTY_WASM.stat().st_mtime for p in sources)):
         return
-    env = dict(os.environ)
-    env.setdefault("CARGO_HOME", str(ROOT / ".cache" / "cargo"))
-    env.setdefault("CARGO_TARGET_DIR", str(BUILD / "cargo"))
-    env["PATH"] = f"{Path.home() / '.cargo' / 'bin'}:{env.get('PATH', '')}"
     print("==> building the empty filter (filters/empty)", flush=True)
-    subprocess.run(["cargo", "build", "--release", "--locked", "--target", "wasm32-wasip1"],
-                   cwd=EMPTY_CRATE, env=env, check=True)
-    built = Path(env["CARGO_TARGET_DIR"]) / "wasm32-wasip1" / "release" / "wirelens_empty_filter.wasm"
-    shutil.copyfile(built, EMPTY_WASM)
+    _cargo_wasm(EMPTY_CRATE, "wirelens_empty_filter.wasm", EMPTY_WASM)
+
+
+def build_probes() -> dict[str, Path]:
+    """One filters/probe build per feature -> {"probe-<feature>": path}."""
+    print(f"==> building {len(PROBES)} host-call probes (filters/probe)", flush=True)
+    built = {}
+    for feature in PROBES:
+        out = OUT_DIR / "probes" / f"{feature}.wasm"
+        _cargo_wasm(PROBE_CRATE, "wirelens_probe_filter.wasm", out, "--quiet", "--features", feature)
+        built[f"probe-{feature}"] = out
+    return built
 
 
 def _shown(path: Path) -> str:
@@ -830,6 +849,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="also measure another proxy-wasm build side by side (e.g. a candidate "
                          "change of the filter), given the same plugin config; repeatable. Each "
                          "gets its own 'NAME - empty' line")
+    ap.add_argument("--probes", action="store_true",
+                    help="also measure filters/probe: the empty filter plus one kind of host call "
+                         f"per build ({', '.join(PROBES)}); 'probe-X - empty' is what those calls "
+                         "cost (bench/README.md). Best with --loads wrk")
     ap.add_argument("--no-build", action="store_true", help="do not (re)build filters/empty")
     ap.add_argument("--json", type=Path, default=JSON_OUT, help=f"results file (default {JSON_OUT.relative_to(ROOT)})")
     args = ap.parse_args(argv)
@@ -849,6 +872,8 @@ def main(argv: list[str] | None = None) -> int:
         if not Path(path).is_file():
             ap.error(f"--compare {spec_text!r}: {path} is not a file")
         extra_wasm[name] = Path(path).resolve()
+    if args.probes:
+        extra_wasm.update(build_probes())
     variants = list(VARIANTS) + list(extra_wasm)
 
     benchlib.require_tools({"wrk": "wrk", "h2load": "nghttp2-client", "nghttp": "nghttp2-client"})

@@ -37,7 +37,7 @@ def _filter_state(key: str) -> str:
 
 # (attribute name, Envoy format string, also a span tag?)
 # The filter's own fields travel packed in wirelens.record (one JSON object,
-# one set_property per call: each costs Envoy about 0.8 µs); the Collector
+# one set_property per call); the Collector
 # expands it into attributes and span tags (collector/config.yaml,
 # transform/wirelens_record). Names follow OpenTelemetry semantic
 # conventions where one exists, wirelens.* otherwise.

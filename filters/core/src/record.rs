@@ -26,8 +26,8 @@ pub const DEFAULT_READ_WINDOW: usize = 16 * 1024;
 const FIRST_BINARY_READ: usize = 256;
 
 /// The one filter-state property published per call (Envoy prefixes it
-/// with `wasm.`). One property, not one per field nor a few: each
-/// `set_property` costs about 0.8 µs of Envoy CPU (bench/README.md).
+/// with `wasm.`): one host call, and one object for the access log and the
+/// span to carry.
 pub const PROPERTY_RECORD: &str = "wirelens.record";
 
 /// The keys of the `wirelens.record` JSON object.

@@ -1,0 +1,190 @@
+//! Host-call cost probes: the empty filter (filters/empty) plus one kind of
+//! host call per build, selected by a Cargo feature (Cargo.toml lists them).
+//! bench/filter_cost.py --probes measures each next to the empty filter, so
+//! "probe − empty" is the Envoy CPU of those calls alone. Results are
+//! discarded (folded into a counter so the calls are not optimized away).
+
+#![allow(unused)]
+
+use proxy_wasm::traits::{Context, HttpContext, RootContext};
+use proxy_wasm::types::{Action, ContextType, LogLevel};
+
+proxy_wasm::main! {{
+    proxy_wasm::set_log_level(LogLevel::Warn);
+    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root) });
+}}
+
+#[link(wasm_import_module = "env")]
+extern "C" {
+    fn proxy_get_current_time_nanoseconds(time: *mut u64) -> u32;
+    fn proxy_get_header_map_pairs(map: u32, data: *mut *mut u8, size: *mut usize) -> u32;
+    fn proxy_get_header_map_size(map: u32, size: *mut usize) -> u32;
+    fn proxy_get_header_map_value(
+        map: u32,
+        key: *const u8,
+        key_size: usize,
+        data: *mut *mut u8,
+        size: *mut usize,
+    ) -> u32;
+    fn proxy_get_buffer_bytes(
+        buffer: u32,
+        start: usize,
+        max: usize,
+        data: *mut *mut u8,
+        size: *mut usize,
+    ) -> u32;
+    fn proxy_set_property(key: *const u8, key_size: usize, value: *const u8, size: usize) -> u32;
+}
+
+const REQUEST_HEADERS: u32 = 0;
+const RESPONSE_HEADERS: u32 = 2;
+const REQUEST_BODY: u32 = 0;
+const RESPONSE_BODY: u32 = 1;
+const RECORD: [u8; 600] = [b'x'; 600];
+
+/// Frees a buffer the host allocated through `proxy_on_memory_allocate`.
+unsafe fn free(data: *mut u8, size: usize) -> usize {
+    if !data.is_null() {
+        drop(Vec::from_raw_parts(data, size, size));
+    }
+    size
+}
+
+fn clock() -> u64 {
+    let mut t = 0;
+    unsafe { proxy_get_current_time_nanoseconds(&mut t) };
+    t
+}
+
+fn map_pairs(map: u32) -> usize {
+    let (mut data, mut size) = (std::ptr::null_mut(), 0);
+    unsafe {
+        proxy_get_header_map_pairs(map, &mut data, &mut size);
+        free(data, size)
+    }
+}
+
+fn map_size(map: u32) -> usize {
+    let mut size = 0;
+    unsafe { proxy_get_header_map_size(map, &mut size) };
+    size
+}
+
+fn map_value(map: u32, key: &str) -> usize {
+    let (mut data, mut size) = (std::ptr::null_mut(), 0);
+    unsafe {
+        proxy_get_header_map_value(map, key.as_ptr(), key.len(), &mut data, &mut size);
+        free(data, size)
+    }
+}
+
+fn body(buffer: u32) -> usize {
+    let (mut data, mut size) = (std::ptr::null_mut(), 0);
+    unsafe {
+        proxy_get_buffer_bytes(buffer, 0, 256, &mut data, &mut size);
+        free(data, size)
+    }
+}
+
+fn set(key: &str, value: &[u8]) -> usize {
+    unsafe { proxy_set_property(key.as_ptr(), key.len(), value.as_ptr(), value.len()) as usize }
+}
+
+struct Root;
+
+impl Context for Root {}
+
+impl RootContext for Root {
+    fn on_configure(&mut self, _plugin_configuration_size: usize) -> bool {
+        true
+    }
+
+    fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
+        Some(Box::new(Stream(0)))
+    }
+
+    fn get_type(&self) -> Option<ContextType> {
+        Some(ContextType::HttpContext)
+    }
+}
+
+/// Folds every result, so no call is dead code.
+struct Stream(u64);
+
+impl Context for Stream {}
+
+impl HttpContext for Stream {
+    fn on_http_request_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
+        #[cfg(feature = "clock")]
+        {
+            self.0 ^= clock();
+        }
+        #[cfg(feature = "map-pairs")]
+        {
+            self.0 ^= map_pairs(REQUEST_HEADERS) as u64;
+        }
+        #[cfg(feature = "map-size")]
+        {
+            self.0 ^= map_size(REQUEST_HEADERS) as u64;
+        }
+        #[cfg(feature = "map-values")]
+        for key in ["content-type", ":path", ":method", "accept"] {
+            self.0 ^= map_value(REQUEST_HEADERS, key) as u64;
+        }
+        Action::Continue
+    }
+
+    fn on_http_request_body(&mut self, _body_size: usize, end_of_stream: bool) -> Action {
+        if end_of_stream {
+            #[cfg(feature = "clock")]
+            {
+                self.0 ^= clock();
+            }
+            #[cfg(feature = "body")]
+            {
+                self.0 ^= body(REQUEST_BODY) as u64;
+            }
+        }
+        Action::Continue
+    }
+
+    fn on_http_response_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
+        #[cfg(feature = "clock")]
+        {
+            self.0 ^= clock();
+        }
+        #[cfg(feature = "map-pairs")]
+        {
+            self.0 ^= map_pairs(RESPONSE_HEADERS) as u64;
+        }
+        #[cfg(feature = "map-size")]
+        {
+            self.0 ^= map_size(RESPONSE_HEADERS) as u64;
+        }
+        Action::Continue
+    }
+
+    fn on_http_response_body(&mut self, _body_size: usize, end_of_stream: bool) -> Action {
+        if end_of_stream {
+            #[cfg(feature = "clock")]
+            {
+                self.0 ^= clock();
+            }
+            #[cfg(feature = "body")]
+            {
+                self.0 ^= body(RESPONSE_BODY) as u64;
+            }
+            #[cfg(feature = "property")]
+            {
+                self.0 ^= set("wirelens.record", &RECORD) as u64;
+            }
+            #[cfg(feature = "properties-3")]
+            {
+                self.0 ^= set("wirelens.record", &RECORD) as u64;
+                self.0 ^= set("wirelens.protocol", b"rest") as u64;
+                self.0 ^= set("wirelens.operation", b"hello.SayHello") as u64;
+            }
+        }
+        Action::Continue
+    }
+}
