@@ -147,7 +147,7 @@ filter-empty: rust-target ## the empty proxy-wasm filter (benchmark baseline) ->
 bench-filter: venv filter filter-empty proto bench-tools ## filter cost: no filter vs empty wasm vs wirelens (BENCH_ARGS="--quick", "--exporters both", ...)
 	@$(PY) bench/filter_cost.py --no-build $(BENCH_ARGS)
 
-bench-probes: venv filter filter-empty proto bench-tools rust-target ## what each kind of proxy-wasm host call costs Envoy (filters/probe next to the empty filter)
+bench-probes: venv filter filter-empty proto bench-tools rust-target ## what each kind of proxy-wasm host call costs Envoy (filters/empty probes next to the empty filter)
 	@$(PY) bench/filter_cost.py --no-build --probes --loads wrk $(BENCH_ARGS)
 
 bench: venv filter filter-empty proto bench-tools ## every benchmark, then a one-screen summary (BENCH_ARGS=--quick)

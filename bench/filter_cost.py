@@ -70,8 +70,7 @@ JSON_OUT = OUT_DIR / "filter_cost.json"
 WIRELENS_WASM = BUILD / "wirelens_filter.wasm"
 EMPTY_WASM = BUILD / "wirelens_empty_filter.wasm"
 EMPTY_CRATE = ROOT / "filters" / "empty"
-PROBE_CRATE = ROOT / "filters" / "probe"
-# Cargo features of filters/probe: the empty filter plus one kind of host call.
+# Cargo features of filters/empty: the empty filter plus one kind of host call.
 PROBES = ("clock", "map-pairs", "map-size", "map-values", "body", "property", "properties-3")
 OPMAP = BUILD / "opmap.json"
 
@@ -656,12 +655,12 @@ def build_empty_filter(force: bool) -> None:
 
 
 def build_probes() -> dict[str, Path]:
-    """One filters/probe build per feature -> {"probe-<feature>": path}."""
-    print(f"==> building {len(PROBES)} host-call probes (filters/probe)", flush=True)
+    """One filters/empty build per probe feature -> {"probe-<feature>": path}."""
+    print(f"==> building {len(PROBES)} host-call probes (filters/empty --features ...)", flush=True)
     built = {}
     for feature in PROBES:
         out = OUT_DIR / "probes" / f"{feature}.wasm"
-        _cargo_wasm(PROBE_CRATE, "wirelens_probe_filter.wasm", out, "--quiet", "--features", feature)
+        _cargo_wasm(EMPTY_CRATE, "wirelens_empty_filter.wasm", out, "--quiet", "--features", feature)
         built[f"probe-{feature}"] = out
     return built
 
@@ -850,7 +849,7 @@ def main(argv: list[str] | None = None) -> int:
                          "change of the filter), given the same plugin config; repeatable. Each "
                          "gets its own 'NAME - empty' line")
     ap.add_argument("--probes", action="store_true",
-                    help="also measure filters/probe: the empty filter plus one kind of host call "
+                    help="also measure host-call probes: the empty filter plus one kind of host call "
                          f"per build ({', '.join(PROBES)}); 'probe-X - empty' is what those calls "
                          "cost (bench/README.md). Best with --loads wrk")
     ap.add_argument("--no-build", action="store_true", help="do not (re)build filters/empty")
