@@ -70,8 +70,8 @@ JSON_OUT = OUT_DIR / "filter_cost.json"
 WIRELENS_WASM = BUILD / "wirelens_filter.wasm"
 EMPTY_WASM = BUILD / "wirelens_empty_filter.wasm"
 EMPTY_CRATE = ROOT / "filters" / "empty"
-# Cargo features of filters/empty: the empty filter plus one kind of host call.
-PROBES = ("clock", "map-pairs", "map-size", "map-values", "body", "property", "properties-3")
+# Cargo features of filters/empty: the empty filter plus one host call per HTTP call.
+PROBES = ("clock", "map-pairs", "map-size", "map-value", "body", "property")
 OPMAP = BUILD / "opmap.json"
 
 VARIANTS = ("none", "empty", "wirelens")
@@ -849,9 +849,9 @@ def main(argv: list[str] | None = None) -> int:
                          "change of the filter), given the same plugin config; repeatable. Each "
                          "gets its own 'NAME - empty' line")
     ap.add_argument("--probes", action="store_true",
-                    help="also measure host-call probes: the empty filter plus one kind of host call "
-                         f"per build ({', '.join(PROBES)}); 'probe-X - empty' is what those calls "
-                         "cost (bench/README.md). Best with --loads wrk")
+                    help="also measure host-call probes: the empty filter plus one host call per "
+                         f"HTTP call ({', '.join(PROBES)}); 'probe-X - empty' is what that call "
+                         "costs (bench/README.md). Best with --loads wrk")
     ap.add_argument("--no-build", action="store_true", help="do not (re)build filters/empty")
     ap.add_argument("--json", type=Path, default=JSON_OUT, help=f"results file (default {JSON_OUT.relative_to(ROOT)})")
     args = ap.parse_args(argv)
