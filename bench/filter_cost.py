@@ -633,11 +633,14 @@ def measure(load: str, target: Target, upstream: Envoy, spec: LoadSpec, files: d
     }
 
 
-def _cargo_wasm(crate: Path, artifact: str, out: Path, *cargo_args: str) -> None:
+def _cargo_wasm(crate: Path, artifact: str, out: Path, *cargo_args: str,
+                target_dir: Path | None = None) -> None:
     """cargo build --release of a proxy-wasm crate; copies its .wasm to `out`."""
     env = dict(os.environ)
     env.setdefault("CARGO_HOME", str(ROOT / ".cache" / "cargo"))
     env.setdefault("CARGO_TARGET_DIR", str(BUILD / "cargo"))
+    if target_dir:
+        env["CARGO_TARGET_DIR"] = str(target_dir)
     env["PATH"] = f"{Path.home() / '.cargo' / 'bin'}:{env.get('PATH', '')}"
     subprocess.run(["cargo", "build", "--release", "--locked", "--target", "wasm32-wasip1",
                     *cargo_args], cwd=crate, env=env, check=True)
@@ -660,7 +663,10 @@ def build_probes() -> dict[str, Path]:
     built = {}
     for feature in PROBES:
         out = OUT_DIR / "probes" / f"{feature}.wasm"
-        _cargo_wasm(EMPTY_CRATE, "wirelens_empty_filter.wasm", out, "--quiet", "--features", feature)
+        # Their own target dir: a probe must never be where the plain build's
+        # .wasm is picked up (same artifact name, other features).
+        _cargo_wasm(EMPTY_CRATE, "wirelens_empty_filter.wasm", out, "--quiet", "--features", feature,
+                    target_dir=BUILD / "cargo-probes")
         built[f"probe-{feature}"] = out
     return built
 
