@@ -214,9 +214,13 @@ def test_known_message_bytes_status_and_span(local_stack):
     for protocol in ("grpc-web", "rest"):
         trace = poll(f"trace {trace_ids[protocol]} ({protocol}) in Jaeger at {jaeger}",
                      lambda: jaeger_trace(jaeger, trace_ids[protocol]), lambda t: t is not None)
-        tags = {tag["key"]: tag["value"] for span in trace["spans"] for tag in span["tags"]}
-        assert tags.get("wirelens.protocol") == protocol, tags
-        assert tags.get("wirelens.operation") == "hello.SayHello", tags
+        tags = {tag["key"]: tag for span in trace["spans"] for tag in span["tags"]}
+        assert tags.get("wirelens.protocol", {}).get("value") == protocol, tags
+        assert tags.get("wirelens.operation", {}).get("value") == "hello.SayHello", tags
+        # Counts and sizes are integers in Jaeger too (the Collector converts them).
+        for key in ("wirelens.request.header.size", "http.response.body.size", "wirelens.duration_us"):
+            assert tags.get(key, {}).get("type") == "int64", (key, tags.get(key))
+        assert tags["http.response.body.size"]["value"] == expected[protocol][0][1], protocol
 
 
 def jaeger_trace(base: str, trace_id: str):

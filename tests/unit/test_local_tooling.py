@@ -106,3 +106,16 @@ def test_unreachable_clickhouse_names_the_url():
     port.close()
     with pytest.raises(saved.QueryError, match=f"not reachable at {url}"):
         saved.run(url, "SELECT 1", {})
+
+
+def test_the_collector_makes_every_integer_field_of_the_record_an_int_span_tag():
+    """collector/config.yaml converts exactly the record's integer keys (filters/README.md)."""
+    import re
+    readme = (ROOT / "filters" / "README.md").read_text()
+    numbers = re.findall(r"^\| `([a-z_.]+)` \| number \|", readme, re.M)
+    integers = [k for k in numbers if k != "wirelens.sample_rate"]  # 0.25 stays a double
+    assert len(integers) == 22, integers
+    config = (ROOT / "collector" / "config.yaml").read_text()
+    converted = re.findall(r'set\(span\.attributes\["([a-z_.]+)"\], Int\(span\.attributes\["\1"\]\)\)',
+                           config)
+    assert converted == integers
