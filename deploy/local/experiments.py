@@ -988,6 +988,26 @@ def machine() -> dict:
     return info
 
 
+def load_line(elapsed_s: float, load_before: float | None, load_after: float | None, ncpu: int,
+              session_start_load: float | None) -> str:
+    """How busy the machine was around one experiment, and what that means for its numbers.
+
+    The load when the session started is other work on the machine. Once experiments run, the load
+    average (a one-minute mean that decays slowly) is mostly their own clients, Envoy, services and
+    telemetry sharing the cores, which queues every protocol's calls alike. Only other work makes
+    protocol differences untrustworthy; both deserve a word."""
+    text = f"Ran in {elapsed_s:.0f} s; load average {fnum(load_before)} before, {fnum(load_after)} after, on {ncpu} cores."
+    if (session_start_load or 0) > ncpu:
+        return text + (f" **Other work kept the machine overloaded (load {session_start_load:.1f} on {ncpu} cores "
+                       "when the session started): differences under ~2× are within the noise here; prefer the "
+                       "ratios of medians.**")
+    if max(load_before or 0, load_after or 0) > ncpu:
+        return text + (" The machine was quiet when the session started; this load is the experiments' own "
+                       "clients, Envoy, services and telemetry sharing the cores, so latencies include CPU "
+                       "queueing for every protocol alike.")
+    return text
+
+
 def render_report(results: list[dict], size: str, session: str, mach: dict, settings: dict[str, str],
                   interrupted: bool) -> str:
     lines = [
@@ -1025,6 +1045,7 @@ def render_report(results: list[dict], size: str, session: str, mach: dict, sett
         lines += ["The **quick** size runs fewer calls than the published experiments (each experiment well under "
                   "a minute); totals are scaled to the published counts where the table is a total. "
                   "`make experiments FULL=1` runs the published counts and durations.", ""]
+    session_start_load = float(mach["loadavg"].split()[0]) if mach.get("loadavg") else None
     for res in results:
         sc = res["scenario"]
         lines += [f"## {res['id'].upper()} — {sc['title']}", "",
@@ -1032,12 +1053,8 @@ def render_report(results: list[dict], size: str, session: str, mach: dict, sett
                   "Published findings: " + " ".join(sc["published"]["findings"]), ""]
         if res["failed"]:
             lines += ["**Problems:** " + "; ".join(res["failed"]), ""]
-        la, lb, ncpu = res.get("load_before"), res.get("load_after"), mach.get("nproc") or 1
-        busy = max(la or 0, lb or 0)
-        lines += [f"Ran in {res.get('elapsed_s', 0):.0f} s; load average {fnum(la)} before, {fnum(lb)} after, on "
-                  f"{ncpu} cores." + (f" **The machine was overloaded (load {busy:.1f} on {ncpu} cores): "
-                                      "differences under ~2× are within the noise here; prefer the ratios of "
-                                      "medians.**" if busy > ncpu else ""), ""]
+        lines += [load_line(res.get("elapsed_s", 0), res.get("load_before"), res.get("load_after"),
+                            mach.get("nproc") or 1, session_start_load), ""]
         try:
             lines.append(RENDER[res["id"]](res))
         except Exception as exc:  # a rendering bug must not lose the run
