@@ -189,7 +189,7 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdout, stder
 	}
 	var ch *chclient.Client
 	if *chURL != "" {
-		if ch, err = chclient.New(*chURL); err != nil {
+		if ch, err = chclient.New(*chURL, 0); err != nil {
 			errs = append(errs, fmt.Errorf("-clickhouse-url: %w", err))
 		}
 	}

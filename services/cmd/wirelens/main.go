@@ -242,14 +242,17 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *timeout <= 0 {
 		return badUsage(stderr, fs, reportUsage, "--timeout must be positive")
 	}
+	ch, err := report.NewClickHouse(*chURL, *timeout)
+	if err != nil {
+		return badUsage(stderr, fs, reportUsage, "--clickhouse-url: %v", err)
+	}
 	opt := report.Options{
-		ClickHouse: &report.ClickHouse{URL: *chURL, Timeout: *timeout},
+		ClickHouse: ch,
 		JaegerURL:  *jaegerURL,
 		QueriesDir: *queriesDir,
 		RunID:      *runID,
 		Resamples:  *resamples,
 	}
-	var err error
 	if opt.Since, err = report.ParseSince(*since); err != nil {
 		return badUsage(stderr, fs, reportUsage, "--since %v", err)
 	}

@@ -1,7 +1,10 @@
-// Package chclient talks to ClickHouse over its HTTP interface: queries with
-// typed query parameters ({name:Type} in the SQL, never spliced into the
-// text) and JSONEachRow inserts. Credentials come from the URL's user info
-// (http://user:password@host:8123), sent as HTTP basic auth.
+// Package chclient talks to ClickHouse over its HTTP interface: statements
+// with typed query parameters ({name:Type} in the SQL, never spliced into
+// the text) and JSONEachRow inserts. Credentials come from the URL's user
+// info (http://user:password@host:8123), sent as HTTP basic auth.
+//
+// It is the one ClickHouse transport of the Go tools: the load generator
+// records runs through it and the report decodes its answers.
 package chclient
 
 import (
@@ -15,7 +18,16 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/wirelens/wirelens/services/internal/cli"
 )
+
+// DefaultTimeout bounds each statement when New is given no timeout.
+const DefaultTimeout = 60 * time.Second
+
+// maxAnswer caps what is read of one answer, so a runaway query cannot
+// exhaust memory.
+const maxAnswer = 256 << 20
 
 // Client is one ClickHouse HTTP endpoint.
 type Client struct {
@@ -23,8 +35,10 @@ type Client struct {
 	http *http.Client
 }
 
-// New parses the endpoint URL, e.g. http://127.0.0.1:8123.
-func New(endpoint string) (*Client, error) {
+// New parses the endpoint URL, e.g. http://127.0.0.1:8123 (http:// is
+// assumed when no scheme is given). timeout bounds each statement; 0 means
+// DefaultTimeout.
+func New(endpoint string, timeout time.Duration) (*Client, error) {
 	if !strings.Contains(endpoint, "://") {
 		endpoint = "http://" + endpoint
 	}
@@ -38,24 +52,48 @@ func New(endpoint string) (*Client, error) {
 	if u.Host == "" {
 		return nil, fmt.Errorf("ClickHouse URL %q has no host", endpoint)
 	}
-	return &Client{base: u, http: &http.Client{Timeout: 30 * time.Second}}, nil
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return &Client{base: u, http: &http.Client{Timeout: timeout}}, nil
 }
 
-// String is the endpoint without credentials.
+// String is the endpoint without credentials or a trailing slash.
 func (c *Client) String() string {
 	u := *c.base
 	u.User = nil
-	return u.String()
+	return strings.TrimRight(u.String(), "/")
+}
+
+// Answer is ClickHouse's reply to one statement.
+type Answer struct {
+	Body   []byte
+	Header http.Header // X-ClickHouse-Timezone, X-ClickHouse-Summary, ...
+}
+
+// Exec runs one statement (a trailing semicolon is allowed) with ClickHouse
+// settings and query parameters. A transport failure is a
+// *cli.UnreachableError; ClickHouse refusing the statement is an *Error.
+func (c *Client) Exec(ctx context.Context, sql string, settings url.Values, params map[string]string) (*Answer, error) {
+	q := url.Values{}
+	for k, v := range settings {
+		q[k] = v
+	}
+	for k, v := range params {
+		q.Set("param_"+k, v)
+	}
+	statement := strings.TrimRight(strings.TrimSpace(sql), ";")
+	return c.post(ctx, q, strings.NewReader(statement))
 }
 
 // Query runs sql (a SELECT with its own FORMAT clause, or a statement) with
 // the given query parameters and returns the response body.
 func (c *Client) Query(ctx context.Context, sql string, params map[string]string) ([]byte, error) {
-	q := url.Values{}
-	for k, v := range params {
-		q.Set("param_"+k, v)
+	a, err := c.Exec(ctx, sql, nil, params)
+	if err != nil {
+		return nil, err
 	}
-	return c.post(ctx, q, strings.NewReader(sql))
+	return a.Body, nil
 }
 
 // InsertJSON inserts rows (each marshalled to one JSON object) into table.
@@ -75,42 +113,53 @@ func (c *Client) InsertJSON(ctx context.Context, table string, rows ...any) erro
 	return err
 }
 
-func (c *Client) post(ctx context.Context, q url.Values, body io.Reader) ([]byte, error) {
+func (c *Client) post(ctx context.Context, q url.Values, body io.Reader) (*Answer, error) {
 	u := *c.base
 	u.User = nil
 	u.Path = "/"
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), body)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("building the request to ClickHouse at %s: %w", c, err)
 	}
+	req.Header.Set("Content-Type", "text/plain; charset=utf-8")
 	if c.base.User != nil {
 		pw, _ := c.base.User.Password()
 		req.SetBasicAuth(c.base.User.Username(), pw)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("ClickHouse at %s: %w", c, err)
+		if ctx.Err() != nil { // interrupted, not unreachable
+			return nil, fmt.Errorf("statement to ClickHouse at %s: %w", c, ctx.Err())
+		}
+		return nil, &cli.UnreachableError{Service: "ClickHouse", URL: c.String(), Err: err}
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return nil, fmt.Errorf("ClickHouse at %s: reading the answer: %w", c, err)
+		return nil, fmt.Errorf("reading ClickHouse's answer from %s: %w", c, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, &Error{Status: resp.StatusCode, Message: strings.TrimSpace(string(data))}
+		msg := strings.TrimSpace(string(data))
+		if msg == "" {
+			msg = resp.Status
+		}
+		return nil, &Error{URL: c.String(), Status: resp.StatusCode,
+			Code: resp.Header.Get("X-ClickHouse-Exception-Code"), Message: msg}
 	}
-	return data, nil
+	return &Answer{Body: data, Header: resp.Header}, nil
 }
 
-// Error is a statement ClickHouse refused.
+// Error is ClickHouse refusing or failing a statement; Message is its own text.
 type Error struct {
+	URL     string
 	Status  int
+	Code    string // X-ClickHouse-Exception-Code, if any
 	Message string
 }
 
 func (e *Error) Error() string {
-	return fmt.Sprintf("ClickHouse answered HTTP %d: %s", e.Status, e.Message)
+	return fmt.Sprintf("ClickHouse at %s answered HTTP %d: %s", e.URL, e.Status, e.Message)
 }
 
 // IsRefused reports whether err is ClickHouse refusing a statement (as

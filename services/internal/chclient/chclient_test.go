@@ -2,11 +2,14 @@ package chclient
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/wirelens/wirelens/services/internal/cli"
 )
 
 func TestQueryParamsAuthAndErrors(t *testing.T) {
@@ -25,7 +28,7 @@ func TestQueryParamsAuthAndErrors(t *testing.T) {
 		}
 	}))
 	defer ts.Close()
-	c, err := New(strings.Replace(ts.URL, "http://", "http://u:p%20w@", 1))
+	c, err := New(strings.Replace(ts.URL, "http://", "http://u:p%20w@", 1), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,11 +46,16 @@ func TestQueryParamsAuthAndErrors(t *testing.T) {
 		t.Fatalf("refused: %v", err)
 	}
 	ts.Close()
-	if _, err := c.Query(ctx, "SELECT 1", nil); err == nil || IsRefused(err) {
+	_, err = c.Query(ctx, "SELECT 1", nil)
+	var unreachable *cli.UnreachableError
+	if !errors.As(err, &unreachable) || IsRefused(err) {
 		t.Fatalf("unreachable: %v", err)
 	}
+	if want := "ClickHouse is not reachable at " + ts.URL; !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "p w") {
+		t.Errorf("unreachable: %q, want it to start %q without the password", err, want)
+	}
 	for _, bad := range []string{"ftp://x", "http://"} {
-		if _, err := New(bad); err == nil {
+		if _, err := New(bad, 0); err == nil {
 			t.Errorf("New(%q) accepted", bad)
 		}
 	}

@@ -255,7 +255,7 @@ func TestRegisterAndCompare(t *testing.T) {
 	fch := &fakeClickHouse{rows: 10}
 	ts := httptest.NewServer(fch)
 	defer ts.Close()
-	ch, err := chclient.New(ts.URL)
+	ch, err := chclient.New(ts.URL, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,23 +5,34 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/wirelens/wirelens/services/internal/chclient"
 	"github.com/wirelens/wirelens/services/internal/cli"
 )
 
-// ClickHouse runs queries over ClickHouse's HTTP interface. Parameters travel
-// as query parameters (param_<name>), never spliced into the SQL text.
+// ClickHouse runs the report's queries and decodes their answers into
+// typed results. Parameters travel as query parameters (param_<name>),
+// never spliced into the SQL text.
 type ClickHouse struct {
-	URL    string       // base URL of the HTTP interface, e.g. http://127.0.0.1:8123
-	Client *http.Client // nil: a client with Timeout
-	// Timeout bounds each query (0: 60 s) when Client is nil.
-	Timeout time.Duration
+	client *chclient.Client
 }
+
+// NewClickHouse is the report's view of the ClickHouse HTTP interface at
+// endpoint (e.g. http://127.0.0.1:8123); timeout bounds each query (0: 60 s).
+func NewClickHouse(endpoint string, timeout time.Duration) (*ClickHouse, error) {
+	c, err := chclient.New(endpoint, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &ClickHouse{client: c}, nil
+}
+
+// String is the endpoint without credentials, as the report shows it.
+func (c *ClickHouse) String() string { return c.client.String() }
 
 // Column is one column of a result, as ClickHouse describes it.
 type Column struct {
@@ -62,77 +73,29 @@ func (r *Result) Index(name string) int {
 type UnreachableError = cli.UnreachableError
 
 // QueryError is ClickHouse refusing or failing a query; Message is its own text.
-type QueryError struct {
-	URL     string
-	Status  int
-	Code    string // X-ClickHouse-Exception-Code, if any
-	Message string
-}
+type QueryError = chclient.Error
 
-func (e *QueryError) Error() string {
-	return fmt.Sprintf("ClickHouse at %s answered HTTP %d: %s", e.URL, e.Status, e.Message)
-}
-
-func (c *ClickHouse) client() *http.Client {
-	if c.Client != nil {
-		return c.Client
-	}
-	timeout := c.Timeout
-	if timeout == 0 {
-		timeout = 60 * time.Second
-	}
-	return &http.Client{Timeout: timeout}
+// jsonCompact asks for the whole result as JSONCompact with whole numbers as
+// JSON numbers (not strings), and for an HTTP error rather than a result
+// cut short by an exception.
+var jsonCompact = url.Values{
+	"default_format": {"JSONCompact"},
+	"output_format_json_quote_64bit_integers": {"0"},
+	"wait_end_of_query":                       {"1"},
 }
 
 // Query runs one statement (a trailing semicolon is allowed) with the given
 // parameters and returns its result.
 func (c *ClickHouse) Query(ctx context.Context, sql string, params map[string]string) (*Result, error) {
-	base := strings.TrimRight(c.URL, "/")
-	u, err := url.Parse(base + "/")
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("ClickHouse URL %q: expected http://host:port", c.URL)
-	}
-	q := u.Query()
-	q.Set("default_format", "JSONCompact")
-	// Whole numbers as JSON numbers, not strings; the full result or an HTTP error.
-	q.Set("output_format_json_quote_64bit_integers", "0")
-	q.Set("wait_end_of_query", "1")
-	for name, value := range params {
-		q.Set("param_"+name, value)
-	}
-	u.RawQuery = q.Encode()
-
-	body := strings.TrimRight(strings.TrimSpace(sql), ";")
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), strings.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("building the ClickHouse request: %w", err)
-	}
-	req.Header.Set("Content-Type", "text/plain; charset=utf-8")
-	resp, err := c.client().Do(req)
-	if err != nil {
-		if ctx.Err() != nil { // interrupted, not unreachable
-			return nil, fmt.Errorf("query to ClickHouse at %s: %w", base, ctx.Err())
-		}
-		return nil, &UnreachableError{Service: "ClickHouse", URL: base, Err: err}
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		return nil, fmt.Errorf("reading ClickHouse's answer from %s: %w", base, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		msg := strings.TrimSpace(string(data))
-		if msg == "" {
-			msg = resp.Status
-		}
-		return nil, &QueryError{URL: base, Status: resp.StatusCode,
-			Code: resp.Header.Get("X-ClickHouse-Exception-Code"), Message: msg}
-	}
-	res, err := decodeJSONCompact(data, base)
+	answer, err := c.client.Exec(ctx, sql, jsonCompact, params)
 	if err != nil {
 		return nil, err
 	}
-	res.Timezone = resp.Header.Get("X-ClickHouse-Timezone")
+	res, err := decodeJSONCompact(answer.Body, c.client.String())
+	if err != nil {
+		return nil, err
+	}
+	res.Timezone = answer.Header.Get("X-ClickHouse-Timezone")
 	return res, nil
 }
 

@@ -29,7 +29,7 @@ func TestQueryEncodesParametersAndDecodesResult(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	ch := &ClickHouse{URL: srv.URL + "/"}
+	ch := testClickHouse(t, srv.URL+"/")
 	res, err := ch.Query(context.Background(), "SELECT 1;\n", map[string]string{
 		"run_id": "a b&c=d/é", "since": "1795316402.724"})
 	if err != nil {
@@ -68,7 +68,7 @@ func TestQueryErrorShowsClickHouseMessage(t *testing.T) {
 		io.WriteString(w, msg+"\n")
 	}))
 	defer srv.Close()
-	_, err := (&ClickHouse{URL: srv.URL}).Query(context.Background(), "SELECT nope", nil)
+	_, err := testClickHouse(t, srv.URL).Query(context.Background(), "SELECT nope", nil)
 	var qe *QueryError
 	if !errors.As(err, &qe) {
 		t.Fatalf("got %v, want a QueryError", err)
@@ -89,7 +89,7 @@ func TestQueryUnreachableNamesTheURL(t *testing.T) {
 	}
 	url := "http://" + l.Addr().String()
 	l.Close()
-	_, err = (&ClickHouse{URL: url}).Query(context.Background(), "SELECT 1", nil)
+	_, err = testClickHouse(t, url).Query(context.Background(), "SELECT 1", nil)
 	var ue *UnreachableError
 	if !errors.As(err, &ue) {
 		t.Fatalf("got %v, want an UnreachableError", err)
@@ -100,11 +100,26 @@ func TestQueryUnreachableNamesTheURL(t *testing.T) {
 	}
 }
 
-func TestQueryRejectsABadURL(t *testing.T) {
-	_, err := (&ClickHouse{URL: "127.0.0.1:8123"}).Query(context.Background(), "SELECT 1", nil)
-	if err == nil || !strings.Contains(err.Error(), "expected http://host:port") {
+func TestNewClickHouseRejectsABadURL(t *testing.T) {
+	_, err := NewClickHouse("ftp://127.0.0.1:8123", 0)
+	if err == nil || !strings.Contains(err.Error(), "scheme must be http or https") {
 		t.Errorf("got %v", err)
 	}
+}
+
+func TestNewClickHouseAssumesHTTP(t *testing.T) {
+	if got := testClickHouse(t, "127.0.0.1:8123").client.String(); got != "http://127.0.0.1:8123" {
+		t.Errorf("endpoint %q", got)
+	}
+}
+
+func testClickHouse(t *testing.T, endpoint string) *ClickHouse {
+	t.Helper()
+	ch, err := NewClickHouse(endpoint, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
 }
 
 func TestQueryUndecodableAnswer(t *testing.T) {
@@ -112,7 +127,7 @@ func TestQueryUndecodableAnswer(t *testing.T) {
 		io.WriteString(w, "1\t2\n")
 	}))
 	defer srv.Close()
-	_, err := (&ClickHouse{URL: srv.URL}).Query(context.Background(), "SELECT 1", nil)
+	_, err := testClickHouse(t, srv.URL).Query(context.Background(), "SELECT 1", nil)
 	if err == nil || !strings.Contains(err.Error(), "decoding ClickHouse's answer") {
 		t.Errorf("got %v", err)
 	}

@@ -143,7 +143,7 @@ func Build(ctx context.Context, opt Options) (*Report, error) {
 		now = opt.Now
 	}
 	ch := opt.ClickHouse
-	rep := &Report{Generated: now().UTC(), ClickHouseURL: strings.TrimRight(ch.URL, "/"),
+	rep := &Report{Generated: now().UTC(), ClickHouseURL: ch.String(),
 		JaegerURL: strings.TrimRight(opt.JaegerURL, "/"), QueriesDir: opt.QueriesDir}
 
 	saved, err := LoadSavedQueries(opt.QueriesDir)

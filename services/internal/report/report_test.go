@@ -119,7 +119,7 @@ func TestBuildRunsEveryQueryAndKeepsGoingAfterAnError(t *testing.T) {
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 	rep, err := Build(context.Background(), Options{
-		ClickHouse: &ClickHouse{URL: srv.URL}, JaegerURL: "http://jaeger:16686/", QueriesDir: testQueries(t), RunID: "dev1",
+		ClickHouse: testClickHouse(t, srv.URL), JaegerURL: "http://jaeger:16686/", QueriesDir: testQueries(t), RunID: "dev1",
 		Now: func() time.Time { return time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC) },
 	})
 	if err != nil {
@@ -225,7 +225,7 @@ func TestBuildRunsEveryQueryAndKeepsGoingAfterAnError(t *testing.T) {
 func TestBuildUsesTheRunsTableAndFailsForAnUnknownRun(t *testing.T) {
 	srv := httptest.NewServer(&fakeClickHouse{})
 	defer srv.Close()
-	_, err := Build(context.Background(), Options{ClickHouse: &ClickHouse{URL: srv.URL}, QueriesDir: t.TempDir(), RunID: "missing"})
+	_, err := Build(context.Background(), Options{ClickHouse: testClickHouse(t, srv.URL), QueriesDir: t.TempDir(), RunID: "missing"})
 	if !errors.Is(err, ErrNoRun) {
 		t.Errorf("got %v, want ErrNoRun", err)
 	}
@@ -245,7 +245,7 @@ func TestBuildUsesTheRunsTableAndFailsForAnUnknownRun(t *testing.T) {
 	})
 	srv2 := httptest.NewServer(runs)
 	defer srv2.Close()
-	rep, err := Build(context.Background(), Options{ClickHouse: &ClickHouse{URL: srv2.URL}, QueriesDir: t.TempDir(), RunID: "r1"})
+	rep, err := Build(context.Background(), Options{ClickHouse: testClickHouse(t, srv2.URL), QueriesDir: t.TempDir(), RunID: "r1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestBuildFailsAtOnceWhenClickHouseIsDown(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	_, err := Build(context.Background(), Options{ClickHouse: &ClickHouse{URL: url}, QueriesDir: t.TempDir(), Since: time.Hour})
+	_, err := Build(context.Background(), Options{ClickHouse: testClickHouse(t, url), QueriesDir: t.TempDir(), Since: time.Hour})
 	var ue *UnreachableError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "ClickHouse is not reachable at "+url) {
 		t.Errorf("got %v", err)
