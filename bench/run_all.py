@@ -47,9 +47,9 @@ def filter_cost_summary(data: dict) -> list[str]:
             label = load + (" +exporters" if exp == "on" else "")
             lines.append(
                 f"{label:<18} thr wirelens/none {c['throughput_wirelens_over_none']['median']:.3f} "
-                f"{'PASS' if c['pass_throughput'] else 'FAIL'}   "
+                f"{c['verdict_throughput']}   "
                 f"+CPU over empty {c['added_cpu_us_wirelens_over_empty']['median']:+.1f} µs "
-                f"{'PASS' if c['pass_added_cpu'] else 'FAIL'}   "
+                f"{c['verdict_added_cpu']}   "
                 f"(µs/call none {cpu['none']:.1f}, empty {cpu['empty']:.1f}, wirelens {cpu['wirelens']:.1f})")
     if data.get("problems"):
         lines.append(f"! {len(data['problems'])} problem(s) during the runs: results not trusted")

@@ -29,10 +29,17 @@ def test_compared_builds_are_paired_with_empty_per_repetition():
     comp = filter_cost.summarize(runs, targets, reps=3)["comparisons"]["wrk"]["off"]
     assert comp["added_cpu_us_wirelens_over_empty"]["per_rep"] == [5, 5, 6]
     assert comp["added_cpu_us_wirelens_over_empty"]["median"] == 5
-    assert comp["pass_added_cpu"] is True
+    assert comp["verdict_added_cpu"] == "MIXED (2 of 3 repetitions meet it)"
     assert comp["compared"] == ["candidate"]
     assert comp["added_cpu_us_candidate_over_empty"]["per_rep"] == [3, 3, 2]
     assert comp["throughput_candidate_over_none"]["median"] == pytest.approx(20 / 27)
+
+
+def test_a_target_every_repetition_meets_passes_and_one_none_meets_fails():
+    runs, targets = _runs({"none": [20, 20, 20], "empty": [24, 23, 25], "wirelens": [26, 27, 28]})
+    comp = filter_cost.summarize(runs, targets, reps=3)["comparisons"]["wrk"]["off"]
+    assert comp["verdict_added_cpu"] == "PASS"
+    assert comp["verdict_throughput"] == "FAIL"
 
 
 @pytest.mark.parametrize("spec, message", [
