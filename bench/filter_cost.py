@@ -944,8 +944,9 @@ def main(argv: list[str] | None = None) -> int:
     n_targets = len(variants) * len(exporter_modes)
     ports = benchlib.free_ports(3 + 2 * n_targets)
     # Also the OTLP sink of the exporters, so it runs with --upstream direct too.
+    # One worker: with two, the gRPC numbers swung twice as far from run to run (bench/README.md).
     upstream = Envoy("upstream", upstream_config(ports[0], ports[2]), ports[0], ports[2],
-                     concurrency=2)
+                     concurrency=1)
     targets: list[Target] = []
     i = 3
     for exporters in exporter_modes:
