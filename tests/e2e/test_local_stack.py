@@ -223,6 +223,26 @@ def test_known_message_bytes_status_and_span(local_stack):
         assert tags["http.response.body.size"]["value"] == expected[protocol][0][1], protocol
 
 
+def test_grpc_request_answered_by_a_non_grpc_page_counts_no_response_frames(local_stack):
+    """A gRPC request routed to the REST service gets a plain HTTP answer with no trailers.
+    The filter sizes gRPC response headers without reading them and reads them only in
+    the log phase when no trailers came: that late read must still see Envoy's headers."""
+    settings, run_id = local_stack, f"e2e-grpc-page-{uuid.uuid4().hex[:8]}"
+    conn = http.client.HTTPConnection("127.0.0.1", int(settings["WIRELENS_ENVOY_PORT"]), timeout=10)
+    conn.request("POST", "/v1/hello", body=grpc_frame(HELLO_REQUEST),
+                 headers={"content-type": "application/grpc", "x-wirelens-run": run_id})
+    response = conn.getresponse()
+    page = response.read()
+    content_type = response.getheader("content-type", "")
+    assert not content_type.startswith("application/grpc"), (response.status, content_type, page)
+    assert response.getheader("grpc-status") is None, "a trailers-only gRPC answer would not test the late read"
+    row = stream_row(settings, run_id)
+    assert row["request_messages"] == "1" and row["request_message_bytes"] == str(len(HELLO_REQUEST)), row
+    assert row["response_body_bytes"] == str(len(page)), row
+    # Read as gRPC frames, a non-empty page would be malformed: it was recognised and dropped instead.
+    assert page and (row["response_messages"], row["response_framing_bytes"], row["malformed"]) == ("0", "0", "false"), row
+
+
 def jaeger_trace(base: str, trace_id: str):
     try:
         with urllib.request.urlopen(f"{base}/api/traces/{trace_id}", timeout=5) as response:

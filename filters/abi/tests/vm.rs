@@ -219,8 +219,9 @@ fn host_calls_per_lifecycle() {
     // end, the response map's size (not its copy) + 1 clock at response
     // headers, 1 clock at the end, 1 set_property; no body reads.
     // gRPC: 1 clock + 1 map read at request headers, 1 body read + 1 clock
-    // at request end, 1 map read + 1 clock at response headers, 1 body read,
-    // 1 map read + 1 clock at trailers, 1 set_property.
+    // at request end, the response map's size (trailers follow) + 1 clock at
+    // response headers, 1 body read, 1 map read + 1 clock at trailers,
+    // 1 set_property.
     // Each is Envoy CPU (bench/README.md): change these counts on purpose.
     let counts = vm.host().call_counts();
     assert_eq!(
@@ -230,8 +231,13 @@ fn host_calls_per_lifecycle() {
     );
     assert_eq!(
         counts.get("env.proxy_get_header_map_size"),
-        Some(&1),
-        "REST response headers are sized, not copied"
+        Some(&2),
+        "REST and gRPC response headers are sized, not copied"
+    );
+    assert_eq!(
+        counts.get("env.proxy_get_header_map_pairs"),
+        Some(&3),
+        "REST request headers; gRPC request headers and trailers"
     );
     assert_eq!(rest_total, 7, "REST unary host calls");
     assert_eq!(grpc_total, 10, "gRPC unary host calls");

@@ -294,6 +294,10 @@ pub struct Call {
     grpc_message: Option<String>,
     malformed: bool,
     response_headers_seen: bool,
+    /// gRPC response headers known only by their size (trailers were
+    /// expected): their entries are read only if the response ends without
+    /// trailers ([`Call::response_headers_deferred`]).
+    response_headers_deferred: bool,
     response_complete: bool,
     published: bool,
 }
@@ -331,6 +335,7 @@ impl Call {
             grpc_message: None,
             malformed: false,
             response_headers_seen: false,
+            response_headers_deferred: false,
             response_complete: false,
             published: false,
         }
@@ -543,14 +548,24 @@ impl Call {
     }
 
     /// Whether the response headers' entries are needed, or only their byte
-    /// size ([`Call::on_response_header_size`]). Entries are needed for the
-    /// gRPC family (the content type decides how the body is read; a
-    /// trailers-only response carries `grpc-status`) and for transcoded REST
-    /// (`grpc-status`). For REST only the size is recorded, and a host can
-    /// report that without copying the map (Envoy: `proxy_get_header_map_size`).
-    pub fn response_headers_need_entries(&self) -> bool {
-        self.protocol
-            .is_some_and(|p| p.is_grpc_family() || p == Protocol::RestTranscoded)
+    /// size ([`Call::on_response_header_size`]), which a host can report
+    /// without copying the map (Envoy: `proxy_get_header_map_size`).
+    ///
+    /// - REST: the size only.
+    /// - Transcoded REST: entries (`grpc-status`).
+    /// - gRPC-Web, both modes: entries (the content type decides how the
+    ///   body is read; the trailers travel inside it).
+    /// - gRPC: entries only for a trailers-only response (headers with end
+    ///   of stream, carrying `grpc-status`). Otherwise trailers are due: the
+    ///   body is read as gRPC frames, the trailers confirm that it was gRPC,
+    ///   and only a response that ends without them needs its header entries
+    ///   after all ([`Call::response_headers_deferred`]).
+    pub fn response_headers_need_entries(&self, end_of_stream: bool) -> bool {
+        match self.protocol {
+            Some(Protocol::Grpc) => end_of_stream,
+            Some(p) => p.is_grpc_family() || p == Protocol::RestTranscoded,
+            None => false,
+        }
     }
 
     /// Response headers arrived. Returns true when this completes the
@@ -581,7 +596,12 @@ impl Call {
         if self.response_headers_seen {
             return false;
         }
-        self.resp.mode = BodyMode::Ignore;
+        if self.protocol == Some(Protocol::Grpc) && !end_of_stream {
+            self.resp.mode = mode_for(Protocol::Grpc);
+            self.response_headers_deferred = true;
+        } else {
+            self.resp.mode = BodyMode::Ignore;
+        }
         self.response_headers_arrived(bytes, end_of_stream, now)
     }
 
@@ -634,11 +654,43 @@ impl Call {
         if self.response_complete {
             return false;
         }
-        // Frames in the body end where trailers begin.
+        // Frames in the body end where trailers begin; trailers make it a
+        // gRPC response, so deferred header entries are not needed.
+        self.response_headers_deferred = false;
         self.resp.end();
         self.absorb_trailer_frame();
         self.resp_trailer_bytes = self.absorb_response_map(trailers, false);
         self.complete(now)
+    }
+
+    /// True when the record needs the response header entries that
+    /// [`Call::on_response_header_size`] deferred: a gRPC response that
+    /// ended (or was cut off) without trailers. Pass them to
+    /// [`Call::on_deferred_response_headers`] before publishing.
+    pub fn response_headers_deferred(&self) -> bool {
+        self.response_headers_deferred
+    }
+
+    /// The deferred response header entries. They can carry `grpc-status`
+    /// and `grpc-message`; and if their content type is not gRPC (an error
+    /// page), the body was not gRPC after all: its frame statistics are
+    /// dropped, as if it had been ignored from the start.
+    pub fn on_deferred_response_headers<'a>(
+        &mut self,
+        headers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    ) {
+        if !self.response_headers_deferred {
+            return;
+        }
+        self.response_headers_deferred = false;
+        self.absorb_response_map(headers, true);
+        if self.resp.mode == BodyMode::Ignore {
+            self.resp = Direction {
+                body_bytes: self.resp.body_bytes,
+                ended: true,
+                ..Direction::new()
+            };
+        }
     }
 
     /// True once the response ended (headers/body with end of stream, or trailers).

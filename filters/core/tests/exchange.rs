@@ -74,7 +74,7 @@ impl<'a> Exchange<'a> {
         let resp_buf = serialize(self.resp_headers);
         let only_headers = self.resp_chunks.is_empty() && self.resp_trailers.is_none();
         // As the adapter does: the entries only when they are needed.
-        let done = if call.response_headers_need_entries() {
+        let done = if call.response_headers_need_entries(only_headers) {
             call.on_response_headers(iter_serialized(&resp_buf), only_headers, || Some(3_500_000))
         } else {
             let size = iter_serialized(&resp_buf)
@@ -100,6 +100,9 @@ impl<'a> Exchange<'a> {
         }
         assert!(call.response_complete());
         assert!(call.claim_publish());
+        if call.response_headers_deferred() {
+            call.on_deferred_response_headers(iter_serialized(&resp_buf));
+        }
         assert!(!call.claim_publish());
         assert!(call.request_complete());
         call
@@ -1342,4 +1345,67 @@ fn events_after_completion_are_ignored_for_publishing() {
     assert!(!call.on_response_trailers(iter_serialized(&t), || Some(3000)));
     assert!(!call.on_response_body(0, true, &mut NoRead, || Some(4000)));
     assert_eq!(call.record(Some(99_000)).duration_us, Some(2));
+}
+
+#[test]
+fn grpc_response_headers_are_sized_when_trailers_follow() {
+    let mut call = Call::new(map());
+    let h = serialize(GRPC_REQ);
+    call.on_request_headers(iter_serialized(&h), true, Some(1_000_000));
+    assert!(!call.response_headers_need_entries(false));
+    // Trailers-only: grpc-status is in the headers, so they are read.
+    assert!(call.response_headers_need_entries(true));
+    call.on_response_header_size(40, false, || Some(2_000_000));
+    assert!(call.response_headers_deferred());
+    let body = encode_frame(0, b"hi");
+    assert!(call.wants_response_body());
+    call.on_response_body(body.len(), false, &mut SliceSource::new(&body), never);
+    let t = serialize(&[("grpc-status", "0")]);
+    assert!(call.on_response_trailers(iter_serialized(&t), || Some(3_000_000)));
+    assert!(!call.response_headers_deferred(), "trailers make the response gRPC");
+    let r = call.record(None);
+    assert_eq!(r.resp_header_bytes, 40);
+    assert_eq!(r.grpc_status, Some(0));
+    assert_eq!(r.frames.unwrap().response.messages, 1);
+    assert!(!r.malformed);
+}
+
+#[test]
+fn grpc_response_without_trailers_takes_its_status_from_the_deferred_headers() {
+    let call = Exchange {
+        req_headers: GRPC_REQ,
+        req_chunks: vec![encode_frame(0, b"x")],
+        resp_headers: &[
+            (":status", "200"),
+            ("content-type", "application/grpc"),
+            ("grpc-status", "14"),
+            ("grpc-message", "unavailable"),
+        ],
+        resp_chunks: vec![encode_frame(0, b"partial")],
+        resp_trailers: None,
+        window: 1024,
+    }
+    .run(map());
+    expect(
+        &call,
+        &[
+            (keys::GRPC_STATUS, json!(14)),
+            (keys::RESP_MESSAGES, json!(1)),
+            (keys::RESP_BODY_SIZE, json!(12)),
+            (keys::MALFORMED, json!(0)),
+        ],
+    );
+}
+
+#[test]
+fn deferred_headers_are_ignored_once_trailers_arrived() {
+    let mut call = Call::new(map());
+    let h = serialize(GRPC_REQ);
+    call.on_request_headers(iter_serialized(&h), true, Some(1_000_000));
+    call.on_response_header_size(40, false, || Some(2_000_000));
+    let t = serialize(&[("grpc-status", "0")]);
+    call.on_response_trailers(iter_serialized(&t), || Some(3_000_000));
+    let late = serialize(&[("content-type", "text/html"), ("grpc-status", "2")]);
+    call.on_deferred_response_headers(iter_serialized(&late));
+    assert_eq!(call.record(None).grpc_status, Some(0));
 }

@@ -141,6 +141,14 @@ impl Stream {
         if !self.call.claim_publish() {
             return;
         }
+        if self.call.response_headers_deferred() {
+            // A gRPC response without trailers (errors, resets: rare). Envoy
+            // shows response headers again only in the log phase, where this
+            // publication then happens.
+            if let Some(map) = host::header_map(host::MAP_RESPONSE_HEADERS) {
+                self.call.on_deferred_response_headers(iter_serialized(&map));
+            }
+        }
         let record = self.call.record(now_ns);
         // A failure (e.g. no stream info) is ignored by design.
         let set = |json: &mut String| {
@@ -193,7 +201,7 @@ impl HttpContext for Stream {
         if !self.sampled {
             return Action::Continue;
         }
-        let complete = if self.call.response_headers_need_entries() {
+        let complete = if self.call.response_headers_need_entries(end_of_stream) {
             let map = host::header_map(host::MAP_RESPONSE_HEADERS).unwrap_or_default();
             self.call
                 .on_response_headers(iter_serialized(&map), end_of_stream, host::now_ns)
@@ -216,6 +224,7 @@ impl HttpContext for Stream {
                 &mut HostBody(host::BUFFER_RESPONSE_BODY),
                 host::now_ns,
             )
+            && !self.call.response_headers_deferred()
         {
             self.publish(None);
         }
@@ -238,7 +247,12 @@ impl HttpContext for Stream {
 
     fn on_log(&mut self) {
         if self.sampled && !self.call.published() {
-            let now = host::now_ns();
+            // The clock is needed only for a response that never completed.
+            let now = if self.call.response_complete() {
+                None
+            } else {
+                host::now_ns()
+            };
             self.publish(now);
         }
     }
@@ -339,6 +353,12 @@ mod tests {
     /// One unary gRPC call through every callback; returns the host calls
     /// made by the stream.
     fn grpc_call(root: &Root, complete: bool) -> usize {
+        grpc_call_answered(root, complete, "application/grpc")
+    }
+
+    /// A unary gRPC call whose response carries `response_content_type`;
+    /// with trailers when `complete`. Returns the host calls it made.
+    fn grpc_call_answered(root: &Root, complete: bool, response_content_type: &str) -> usize {
         let req = serialize(&[
             (":method", "POST"),
             (":path", "/wirelens.v1.Hello/SayHello"),
@@ -349,7 +369,7 @@ mod tests {
             h.maps[host::MAP_REQUEST_HEADERS as usize] = Some(req);
             h.maps[host::MAP_RESPONSE_HEADERS as usize] = Some(serialize(&[
                 (":status", "200"),
-                ("content-type", "application/grpc"),
+                ("content-type", response_content_type),
             ]));
             h.maps[host::MAP_RESPONSE_TRAILERS as usize] = Some(serialize(&[("grpc-status", "0")]));
             h.buffers[host::BUFFER_REQUEST_BODY as usize] = Some(body.clone());
@@ -370,6 +390,27 @@ mod tests {
 
     fn take_properties() -> Vec<(String, Vec<u8>)> {
         host(|h| std::mem::take(&mut h.properties))
+    }
+
+    fn response_messages(record: &[u8]) -> &str {
+        let record = std::str::from_utf8(record).unwrap();
+        let at = record.find(r#""wirelens.response.messages":"#).expect(record) + 29;
+        &record[at..at + 1]
+    }
+
+    #[test]
+    fn grpc_response_headers_are_copied_only_when_no_trailers_came() {
+        let (root, _) = configure(CONFIG);
+        // Trailers came: the headers were only sized, so their (odd) content
+        // type was never seen and the body counts as one gRPC message.
+        grpc_call_answered(&root, true, "text/html");
+        assert_eq!(response_messages(&take_properties()[0].1), "1");
+        // No trailers: the headers are copied at publication and their
+        // content type shows the body was not gRPC.
+        grpc_call_answered(&root, false, "text/html");
+        assert_eq!(response_messages(&take_properties()[0].1), "0");
+        grpc_call_answered(&root, false, "application/grpc");
+        assert_eq!(response_messages(&take_properties()[0].1), "1");
     }
 
     #[test]
