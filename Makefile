@@ -135,7 +135,7 @@ test-e2e: browser bench-tools ## end-to-end: the whole stack on free ports, exac
 
 BENCH_ARGS ?=
 
-.PHONY: bench bench-filter bench-probes bench-tools filter-empty
+.PHONY: bench bench-filter bench-instructions bench-probes bench-tools filter-empty
 bench-tools: ## wrk, h2load, nghttp from Debian (apt-get install wrk nghttp2-client; root)
 	@bench/install-tools
 
@@ -146,6 +146,9 @@ filter-empty: rust-target ## the empty proxy-wasm filter (benchmark baseline) ->
 
 bench-filter: venv filter filter-empty proto bench-tools ## filter cost: no filter vs empty wasm vs wirelens (BENCH_ARGS="--quick", "--exporters both", ...)
 	@$(PY) bench/filter_cost.py --no-build $(BENCH_ARGS)
+
+bench-instructions: venv filter filter-empty proto bench-tools ## instructions per call under callgrind: none vs empty wasm vs wirelens, exact and repeatable (BENCH_ARGS="--probes", ...)
+	@$(PY) bench/filter_instructions.py --no-build $(BENCH_ARGS)
 
 bench-probes: venv filter filter-empty proto bench-tools rust-target ## what each kind of proxy-wasm host call costs Envoy (filters/empty probes next to the empty filter)
 	@$(PY) bench/filter_cost.py --no-build --probes --loads wrk $(BENCH_ARGS)

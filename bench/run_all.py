@@ -56,6 +56,25 @@ def filter_cost_summary(data: dict) -> list[str]:
     return lines
 
 
+def filter_instructions_summary(data: dict) -> list[str]:
+    meta, per, diffs = data["meta"], data["summary"]["per_call"], data["summary"]["differences"]
+    wirelens = meta["wasm"].get("wirelens", {}).get("sha256", "not measured")
+    lines = [f"callgrind, {meta['requests']} calls per load, wirelens.wasm {wirelens}"
+             f"{' (QUICK)' if meta.get('quick') else ''}"]
+    for load, d in diffs.items():
+        k = {v: (per.get(v, {}).get(load) or 0) / 1000 for v in ("none", "empty", "wirelens")}
+        over_empty = d.get("wirelens", {}).get("over_empty")
+        capacity = d.get("wirelens", {}).get("capacity_vs_none")
+        lines.append(
+            f"{load:<5} instructions/call none {k['none']:.1f}k, empty {k['empty']:.1f}k, "
+            f"wirelens {k['wirelens']:.1f}k: wirelens over empty "
+            f"{over_empty / 1000 if over_empty is not None else float('nan'):+.1f}k, "
+            f"capacity vs none {capacity if capacity else float('nan'):.3f}")
+    if data.get("problems"):
+        lines.append(f"! {len(data['problems'])} problem(s): {data['problems'][0][:100]}")
+    return lines
+
+
 def query_speed_summary(data: dict) -> list[str]:
     queries = data.get("queries", [])
     failed = [q for q in queries if not q.get("pass")]
@@ -71,6 +90,8 @@ def query_speed_summary(data: dict) -> list[str]:
 
 BENCHMARKS = [
     Benchmark("filter-cost", "filter_cost.py", OUT / "filter_cost.json", filter_cost_summary),
+    Benchmark("filter-instructions", "filter_instructions.py", OUT / "filter_instructions.json",
+              filter_instructions_summary),
     Benchmark("query-speed", "query_speed.py", OUT / "query_speed.json", query_speed_summary),
 ]
 # Only the benchmarks whose script is there (so a new one can land in two steps).

@@ -891,8 +891,20 @@ impl Vm {
         }
     }
 
+    /// Whether the module exports the function `name`. Like Envoy's host
+    /// (proxy-wasm-cpp-host), this one skips a stream callback the module
+    /// does not export: a missing HTTP callback means Continue, a missing
+    /// `proxy_on_done` means done.
+    pub fn exports_function(&mut self, name: &str) -> bool {
+        self.instance.get_func(&mut self.store, name).is_some()
+    }
+
     /// Calls an HTTP callback that returns an action; it must be Continue.
+    /// Not exported: skipped (Continue).
     fn action_call(&mut self, phase: Phase, ctx: u32, name: &str, args: &[i32]) -> Result<()> {
+        if !self.exports_function(name) {
+            return Ok(());
+        }
         match self.call(phase, ctx, name, args)? {
             Some(action::CONTINUE) => Ok(()),
             other => bail!("{name}{args:?} returned {other:?}, not Continue (0)"),
@@ -1073,22 +1085,31 @@ impl Vm {
         })
     }
 
-    /// `proxy_on_log` (Envoy's access-log phase).
+    /// `proxy_on_log` (Envoy's access-log phase); skipped if not exported.
     pub fn log(&mut self, ctx: u32) -> Result<()> {
-        self.call(Phase::Log, ctx, "proxy_on_log", &[ctx as i32])?;
+        if self.exports_function("proxy_on_log") {
+            self.call(Phase::Log, ctx, "proxy_on_log", &[ctx as i32])?;
+        }
         Ok(())
     }
 
-    /// `proxy_on_done`; must return true (the context is done).
+    /// `proxy_on_done`; must return true (the context is done). Not
+    /// exported: done, as Envoy assumes.
     pub fn done(&mut self, ctx: u32) -> Result<()> {
+        if !self.exports_function("proxy_on_done") {
+            return Ok(());
+        }
         if !self.bool_call(Phase::Done, ctx, "proxy_on_done", &[ctx as i32])? {
             bail!("proxy_on_done({ctx}) returned false");
         }
         Ok(())
     }
 
+    /// `proxy_on_delete`; skipped if not exported.
     pub fn delete(&mut self, ctx: u32) -> Result<()> {
-        self.call(Phase::Delete, ctx, "proxy_on_delete", &[ctx as i32])?;
+        if self.exports_function("proxy_on_delete") {
+            self.call(Phase::Delete, ctx, "proxy_on_delete", &[ctx as i32])?;
+        }
         self.host_mut().streams.remove(&ctx);
         Ok(())
     }

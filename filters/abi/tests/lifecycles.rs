@@ -1005,9 +1005,13 @@ fn grpc_request_answered_with_a_non_grpc_error_page() {
     vm.request_headers(ctx, &req, false).unwrap();
     vm.request_body(ctx, &req_body, true).unwrap();
     // gRPC response headers are only sized: trailers are expected to follow.
-    let calls = calls_during(&mut vm, |vm| vm.response_headers(ctx, &resp, false).unwrap());
+    let calls = calls_during(&mut vm, |vm| {
+        vm.response_headers(ctx, &resp, false).unwrap()
+    });
     assert!(
-        !calls.iter().any(|c| c.name == "env.proxy_get_header_map_pairs"),
+        !calls
+            .iter()
+            .any(|c| c.name == "env.proxy_get_header_map_pairs"),
         "{calls:?}"
     );
     // The response ends without trailers: the record waits for the log
@@ -1036,7 +1040,9 @@ fn grpc_request_answered_with_a_non_grpc_error_page() {
         assert_record(&record, &want);
     });
     assert!(
-        calls.iter().any(|c| c.name == "env.proxy_get_header_map_pairs"),
+        calls
+            .iter()
+            .any(|c| c.name == "env.proxy_get_header_map_pairs"),
         "{calls:?}"
     );
     vm.done(ctx).unwrap();

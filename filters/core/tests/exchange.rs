@@ -1362,7 +1362,10 @@ fn grpc_response_headers_are_sized_when_trailers_follow() {
     call.on_response_body(body.len(), false, &mut SliceSource::new(&body), never);
     let t = serialize(&[("grpc-status", "0")]);
     assert!(call.on_response_trailers(iter_serialized(&t), || Some(3_000_000)));
-    assert!(!call.response_headers_deferred(), "trailers make the response gRPC");
+    assert!(
+        !call.response_headers_deferred(),
+        "trailers make the response gRPC"
+    );
     let r = call.record(None);
     assert_eq!(r.resp_header_bytes, 40);
     assert_eq!(r.grpc_status, Some(0));
