@@ -448,8 +448,8 @@ class Broken(Exception):
 
 # ------------------------------------------------------------------ checks
 
-def check_rest(port: int) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+def check_rest(port: int, timeout_s: float = 5.0) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
     try:
         conn.request("POST", REST_PATH, body=REST_REQUEST,
                      headers={"content-type": "application/json"})
@@ -461,16 +461,16 @@ def check_rest(port: int) -> None:
         raise Broken(f"REST check on :{port}: HTTP {resp.status} {body[:200]!r}")
 
 
-def check_grpc(port: int, body_file: Path, direct: bool) -> None:
+def check_grpc(port: int, body_file: Path, direct: bool, timeout_s: float = 5.0) -> None:
     """One gRPC call with nghttp (from nghttp2-client, like h2load): 200, one message, grpc-status 0.
 
     With --upstream direct Envoy answers trailers-only (no message): only 200 and grpc-status 0.
     """
     out = subprocess.run(
-        ["nghttp", "-v", "-n", "-t", "5", "-d", str(body_file),
+        ["nghttp", "-v", "-n", "-t", f"{timeout_s:g}", "-d", str(body_file),
          "-H", "content-type: application/grpc", "-H", "te: trailers",
          f"http://127.0.0.1:{port}{GRPC_PATH}"],
-        capture_output=True, text=True, errors="replace", timeout=15)
+        capture_output=True, text=True, errors="replace", timeout=timeout_s + 10)
     text = out.stdout + out.stderr
     ok = (out.returncode == 0 and re.search(r"recv \(stream_id=\d+\) :status: 200", text)
           and re.search(r"recv \(stream_id=\d+\) grpc-status: 0", text)

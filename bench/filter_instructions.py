@@ -58,6 +58,7 @@ LOAD_TITLES = {
 }
 # Under valgrind Envoy starts in 20-90 s (V8 compiles the module instrumented).
 START_TIMEOUT_S = 600.0
+CHECK_TIMEOUT_S = 120.0
 # callgrind writes a dump some time after it is asked (at its next scheduling point).
 DUMP_TIMEOUT_S = 120.0
 
@@ -159,8 +160,11 @@ def measure_variant(m: Measured, envoy_bin: Path, upstream_port: int, plugin_con
         t0 = time.monotonic()
         env.start(envoy_bin)
         env.wait_ready(START_TIMEOUT_S)
-        fc.check_rest(m.port)
-        fc.check_grpc(m.port, files["grpc"], direct=False)
+        # The first calls are slow under valgrind: V8 compiles each function
+        # of the module when it first runs, instrumented.
+        fc.check_rest(m.port, timeout_s=CHECK_TIMEOUT_S)
+        if "grpc" in args.loads:
+            fc.check_grpc(m.port, files["grpc"], direct=False, timeout_s=CHECK_TIMEOUT_S)
         progress(f"{m.variant}: ready under callgrind in {time.monotonic() - t0:.0f}s, warming up")
         for load in args.loads:
             run_load(load, m, args.warmup, files)
