@@ -594,6 +594,7 @@ def measure(load: str, target: Target, upstream: Envoy, spec: LoadSpec, files: d
         argv = h2load_argv(env.port, spec.requests, spec.h2_connections, spec.h2_streams,
                            files["grpc_body"])
     cpu0, up0, cs0 = env.cpu_ns(), upstream.cpu_ns(), benchlib.process_context_switches(env.proc.pid)
+    _, sys0 = benchlib.process_user_system_ns(env.proc.pid)
     busy0, _ = benchlib.machine_cpu()
     load0 = benchlib.loadavg()
     res = benchlib.run_tool(argv, timeout_s)
@@ -603,6 +604,7 @@ def measure(load: str, target: Target, upstream: Envoy, spec: LoadSpec, files: d
     if not upstream.alive():
         raise Broken(f"upstream Envoy died during {load}; log: {upstream.log_path}")
     cpu1, up1, cs1 = env.cpu_ns(), upstream.cpu_ns(), benchlib.process_context_switches(env.proc.pid)
+    _, sys1 = benchlib.process_user_system_ns(env.proc.pid)
     if res.timed_out:
         raise Broken(f"{load} against {target.key} did not finish within {timeout_s:.0f}s")
     if res.returncode != 0:
@@ -622,6 +624,8 @@ def measure(load: str, target: Target, upstream: Envoy, spec: LoadSpec, files: d
         "wall_s": round(res.wall_s, 3),
         "envoy_cpu_s": round(envoy_cpu_s, 4),
         "envoy_cpu_us_per_call": envoy_cpu_s * 1e6 / requests,
+        # The kernel's share of it (clock ticks: ±10 ms over the run).
+        "envoy_system_us_per_call": (sys1 - sys0) / 1e3 / requests,
         "upstream_cpu_us_per_call": upstream_cpu_s * 1e6 / requests,
         "tool_cpu_us_per_call": res.cpu_s * 1e6 / requests,
         "envoy_ctx_switches_per_call": (cs1 - cs0) / requests,
@@ -702,8 +706,8 @@ def summarize(runs: list[Run], targets: list[Target], reps: int) -> dict:
             metric: {"median": median([r.record[metric] for r in rs]),
                      "min": spread([r.record[metric] for r in rs])[0],
                      "max": spread([r.record[metric] for r in rs])[1]}
-            for metric in ("rps", "envoy_cpu_us_per_call", "upstream_cpu_us_per_call",
-                           "tool_cpu_us_per_call", "other_cores")
+            for metric in ("rps", "envoy_cpu_us_per_call", "envoy_system_us_per_call",
+                           "upstream_cpu_us_per_call", "tool_cpu_us_per_call", "other_cores")
         }
     comparisons = {}
     for load in LOADS:
@@ -784,7 +788,7 @@ def print_report(summary: dict, targets: list[Target], meta: dict) -> None:
         p()
         p(LOAD_TITLES[load])
         p(f"  {'variant':<14} {'req/s':>9} {'(min..max)':>17}   {'Envoy CPU µs/call':>17} "
-          f"{'(min..max)':>13}   {'upstream':>8} {'loadgen':>8} {'other cores':>11}")
+          f"{'(min..max)':>13} {'of it kernel':>12}   {'upstream':>8} {'loadgen':>8} {'other cores':>11}")
         for t in targets:
             c = cells.get(t.key)
             if not c:
@@ -793,7 +797,7 @@ def print_report(summary: dict, targets: list[Target], meta: dict) -> None:
             r_rng = "({:.0f}..{:.0f})".format(r["min"], r["max"])
             u_rng = "({:.1f}..{:.1f})".format(u["min"], u["max"])
             p(f"  {t.key:<14} {r['median']:>9.0f} {r_rng:>17}   "
-              f"{u['median']:>17.2f} {u_rng:>13}   "
+              f"{u['median']:>17.2f} {u_rng:>13} {c['envoy_system_us_per_call']['median']:>12.2f}   "
               f"{c['upstream_cpu_us_per_call']['median']:>8.1f} {c['tool_cpu_us_per_call']['median']:>8.1f} "
               f"{c['other_cores']['median']:>11.2f}")
     p()

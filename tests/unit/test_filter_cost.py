@@ -17,7 +17,8 @@ def _runs(cpu_by_variant: dict[str, list[float]]) -> tuple[list, list]:
     runs = []
     for variant, per_rep in cpu_by_variant.items():
         for rep, cpu in enumerate(per_rep):
-            record = {"rps": 1e6 / cpu, "envoy_cpu_us_per_call": cpu, "upstream_cpu_us_per_call": 0.0,
+            record = {"rps": 1e6 / cpu, "envoy_cpu_us_per_call": cpu, "envoy_system_us_per_call": 0.0,
+                      "upstream_cpu_us_per_call": 0.0,
                       "tool_cpu_us_per_call": 0.0, "other_cores": 0.0}
             runs.append(filter_cost.Run(rep, "wrk", targets[variant], record))
     return runs, list(targets.values())
