@@ -34,7 +34,7 @@ STACK  := $(PY) deploy/local/stack.py
 
 .PHONY: help
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 20
 
 # ------------------------------------------------------------------ bootstrap
 
