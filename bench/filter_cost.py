@@ -374,14 +374,17 @@ class Envoy:
     proc: subprocess.Popen | None = None
     log_path: Path | None = None
     log_offset: int = 0
+    # Where its config and log go, and a command Envoy runs under (e.g. valgrind).
+    work_dir: Path = WORK_DIR
+    wrapper: tuple[str, ...] = ()
 
     def start(self, envoy_bin: Path) -> None:
-        config_path = WORK_DIR / f"envoy-{self.name}.json"
+        config_path = self.work_dir / f"envoy-{self.name}.json"
         config_path.write_text(json.dumps(self.config, indent=1))
-        self.log_path = WORK_DIR / f"envoy-{self.name}.log"
+        self.log_path = self.work_dir / f"envoy-{self.name}.log"
         log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [str(envoy_bin), "-c", str(config_path), "--concurrency", str(self.concurrency),
+            [*self.wrapper, str(envoy_bin), "-c", str(config_path), "--concurrency", str(self.concurrency),
              "--disable-hot-restart", "-l", "warning", "--service-node", self.config["node"]["id"],
              "--service-cluster", "wirelens-bench"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -526,10 +529,11 @@ def wrk_argv(port: int, duration_s: float, connections: int, script: Path) -> li
             "--timeout", "5s", "-s", str(script), f"http://127.0.0.1:{port}{REST_PATH}"]
 
 
-def h2load_argv(port: int, requests: int, connections: int, streams: int, body: Path) -> list[str]:
+def h2load_argv(port: int, requests: int, connections: int, streams: int, body: Path,
+                timeout_s: int = 10) -> list[str]:
     return ["h2load", "-n", str(requests), "-c", str(connections), "-m", str(streams), "-t", "1",
             "-d", str(body), "-H", "content-type: application/grpc", "-H", "te: trailers",
-            "-T", "10", "-N", "10", f"http://127.0.0.1:{port}{GRPC_PATH}"]
+            "-T", str(timeout_s), "-N", str(timeout_s), f"http://127.0.0.1:{port}{GRPC_PATH}"]
 
 
 def parse_wrk(out: str) -> tuple[int, float, list[str]]:
@@ -834,6 +838,20 @@ def print_report(summary: dict, targets: list[Target], meta: dict) -> None:
     p(f"JSON: {_shown(JSON_OUT)}")
 
 
+def parse_compare(ap: argparse.ArgumentParser, specs: list[str]) -> dict[str, Path]:
+    """--compare NAME=PATH options -> {NAME: resolved PATH}; a bad one is an argparse error."""
+    builds: dict[str, Path] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not re.fullmatch(r"[a-z][a-z0-9_-]{0,20}", name) or name in VARIANTS:
+            ap.error(f"--compare {spec!r}: expected NAME=PATH with a new lower-case NAME "
+                     f"(not {', '.join(VARIANTS)})")
+        if not Path(path).is_file():
+            ap.error(f"--compare {spec!r}: {path} is not a file")
+        builds[name] = Path(path).resolve()
+    return builds
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -880,15 +898,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--loads: choose from {','.join(LOADS)}")
     if args.reps < 1 or args.duration <= 0 or args.requests < 1:
         ap.error("--reps, --duration and --requests must be positive")
-    extra_wasm: dict[str, Path] = {}
-    for spec_text in args.compare:
-        name, sep, path = spec_text.partition("=")
-        if not sep or not re.fullmatch(r"[a-z][a-z0-9_-]{0,20}", name) or name in VARIANTS:
-            ap.error(f"--compare {spec_text!r}: expected NAME=PATH with a new lower-case NAME "
-                     f"(not {', '.join(VARIANTS)})")
-        if not Path(path).is_file():
-            ap.error(f"--compare {spec_text!r}: {path} is not a file")
-        extra_wasm[name] = Path(path).resolve()
+    extra_wasm = parse_compare(ap, args.compare)
     if args.probes:
         extra_wasm.update(build_probes())
     variants = list(VARIANTS) + list(extra_wasm)

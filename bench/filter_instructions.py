@@ -34,7 +34,6 @@ import argparse
 import concurrent.futures
 import datetime as _dt
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -71,8 +70,7 @@ def rest_argv(port: int, requests: int, body: Path) -> list[str]:
 
 
 def grpc_argv(port: int, requests: int, body: Path) -> list[str]:
-    argv = fc.h2load_argv(port, requests, 1, 4, body)
-    return [("30" if a == "10" else a) for a in argv]  # slow under valgrind: longer timeouts
+    return fc.h2load_argv(port, requests, 1, 4, body, timeout_s=30)  # slow under valgrind
 
 
 @dataclass
@@ -88,25 +86,18 @@ class Measured:
 
 
 class CallgrindEnvoy(fc.Envoy):
-    """filter_cost's Envoy, started under valgrind --tool=callgrind."""
+    """filter_cost's Envoy, run under valgrind --tool=callgrind."""
 
-    dump_prefix: Path
+    def __init__(self, name: str, config: dict, port: int, admin_port: int) -> None:
+        self.dump_prefix = WORK_DIR / f"callgrind.{name}"
+        super().__init__(name, config, port, admin_port, work_dir=WORK_DIR, wrapper=(
+            "valgrind", "--tool=callgrind", "--smc-check=all-non-file",
+            f"--callgrind-out-file={self.dump_prefix}", "--dump-instr=no"))
 
     def start(self, envoy_bin: Path) -> None:
-        config_path = WORK_DIR / f"envoy-{self.name}.json"
-        config_path.write_text(json.dumps(self.config, indent=1))
-        self.log_path = WORK_DIR / f"envoy-{self.name}.log"
-        self.dump_prefix = WORK_DIR / f"callgrind.{self.name}"
-        for old in WORK_DIR.glob(f"callgrind.{self.name}*"):
+        for old in WORK_DIR.glob(f"{self.dump_prefix.name}*"):
             old.unlink()
-        with open(self.log_path, "w") as log:
-            self.proc = subprocess.Popen(
-                ["valgrind", "--tool=callgrind", "--smc-check=all-non-file",
-                 f"--callgrind-out-file={self.dump_prefix}", "--dump-instr=no",
-                 str(envoy_bin), "-c", str(config_path), "--concurrency", "1",
-                 "--disable-hot-restart", "-l", "warning",
-                 "--service-node", self.config["node"]["id"], "--service-cluster", "wirelens-bench"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        super().start(envoy_bin)
 
     def control(self, *args: str) -> None:
         res = subprocess.run(["callgrind_control", *args, str(self.proc.pid)],
@@ -116,7 +107,7 @@ class CallgrindEnvoy(fc.Envoy):
                             f"{(res.stderr or res.stdout).strip()[:300]}")
 
     def dumps(self) -> list[Path]:
-        return sorted(WORK_DIR.glob(f"callgrind.{self.name}.*"),
+        return sorted(WORK_DIR.glob(f"{self.dump_prefix.name}.*"),
                       key=lambda p: int(p.suffix[1:]) if p.suffix[1:].isdigit() else -1)
 
     def dump_instructions(self) -> int:
@@ -263,14 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--loads: choose from {','.join(LOADS)}")
     if args.requests < 1 or args.warmup < 0 or args.jobs < 1:
         ap.error("--requests and --jobs must be positive, --warmup not negative")
-    extra: dict[str, Path] = {}
-    for spec in args.compare:
-        name, sep, path = spec.partition("=")
-        if not sep or not re.fullmatch(r"[a-z][a-z0-9_-]{0,20}", name) or name in fc.VARIANTS:
-            ap.error(f"--compare {spec!r}: expected NAME=PATH with a new lower-case NAME")
-        if not Path(path).is_file():
-            ap.error(f"--compare {spec!r}: {path} is not a file")
-        extra[name] = Path(path).resolve()
+    extra = fc.parse_compare(ap, args.compare)
 
     benchlib.require_tools({"valgrind": "valgrind", "callgrind_control": "valgrind",
                             "h2load": "nghttp2-client"})

@@ -221,9 +221,10 @@ struct Filter {
     /// Root contexts by id. `None` until configured (or when the
     /// configuration was refused): its streams then do nothing.
     plugins: ById<Option<Rc<Plugin>>>,
-    /// Sampled HTTP streams by context id, and the root they belong to
-    /// until their request headers arrive.
+    /// Sampled HTTP streams by context id.
     streams: ById<Stream>,
+    /// Streams whose request headers have not arrived yet (the sampling
+    /// decision), with the root they belong to.
     pending: ById<u32>,
 }
 
