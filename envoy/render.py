@@ -98,13 +98,12 @@ def _yaml_string(value: str) -> str:
     return json.dumps(value)
 
 
-def log_attributes_yaml(indent: int = 26) -> str:
-    pad = " " * indent
-    lines = []
-    for name, fmt, _ in RECORD_FIELDS:
-        lines.append(f"{pad}- key: {name}")
-        lines.append(f"{pad}  value: {{ string_value: {_yaml_string(fmt)} }}")
-    return "\n".join(lines)
+def _flow(value) -> str:
+    # JSON is valid YAML flow style: the template takes the builders' data as is.
+    return json.dumps(value)
+
+
+OTEL_COLLECTOR_CLUSTER = "otel_collector"
 
 
 def access_log_line_format() -> dict:
@@ -124,62 +123,81 @@ def access_log_line_format() -> dict:
     }
 
 
-def resource_flag() -> str:
+def resource_flag(resource: dict[str, str] | None = None) -> str:
     """The access-log resource as logship's -resource value (k=v,k=v)."""
-    return ",".join(f"{k}={v}" for k, v in FILE_SINK_RESOURCE.items())
+    return ",".join(f"{k}={v}" for k, v in (resource or FILE_SINK_RESOURCE).items())
 
 
-def access_loggers_yaml(sink: str, path: str | None, indent: int = 18) -> str:
-    pad = " " * indent
+def access_logger(sink: str, path: str | None = None, cluster: str = OTEL_COLLECTOR_CLUSTER,
+                  name: str | None = None, resource: dict[str, str] | None = None) -> dict:
+    """One HCM access_log entry that carries the record: `file` (JSON lines for logship) or `otlp`."""
     if sink == "file":
         if not path:
             raise ValueError("the file access-log sink needs a path")
-        lines = [
-            "- name: envoy.access_loggers.file",
-            "  typed_config:",
-            '    "@type": type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog',
-            f"    path: {_yaml_string(path)}",
-            "    log_format:",
-            # A JSON object is a valid YAML flow mapping.
-            f"      json_format: {json.dumps(access_log_line_format())}",
-        ]
-    elif sink == "otlp":
-        resource = "\n".join(
-            f"{pad}        - key: {k}\n{pad}          value: {{ string_value: {_yaml_string(v)} }}"
-            for k, v in ACCESS_LOG_RESOURCE.items())
-        lines = [
-            "- name: envoy.access_loggers.open_telemetry",
-            "  typed_config:",
-            '    "@type": type.googleapis.com/envoy.extensions.access_loggers.open_telemetry.v3.OpenTelemetryAccessLogConfig',
-            "    log_name: wirelens",
-            "    grpc_service:",
-            "      envoy_grpc: { cluster_name: otel_collector }",
-            "      timeout: 2s",
-            "    buffer_flush_interval: 0.2s",
-            "    resource_attributes:",
-            "      values:",
-        ]
-        body = [
-            "    body:",
-            f"      string_value: {_yaml_string(ACCESS_LOG_BODY)}",
-            "    attributes:",
-            "      values:",
-        ]
-        return "\n".join([pad + line for line in lines] + [resource] + [pad + line for line in body]
-                         + [log_attributes_yaml(indent + 8)])
-    else:
-        raise ValueError(f"access-log sink {sink!r}: expected one of {', '.join(ACCESS_LOG_SINKS)}")
-    return "\n".join(pad + line for line in lines)
+        return {
+            "name": name or "envoy.access_loggers.file",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog",
+                "path": path,
+                "log_format": {"json_format": access_log_line_format()},
+            },
+        }
+    if sink == "otlp":
+        return {
+            "name": name or "envoy.access_loggers.open_telemetry",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.access_loggers.open_telemetry.v3."
+                         "OpenTelemetryAccessLogConfig",
+                "log_name": "wirelens",
+                "grpc_service": {"envoy_grpc": {"cluster_name": cluster}, "timeout": "2s"},
+                "buffer_flush_interval": "0.2s",
+                "resource_attributes": {"values": [
+                    {"key": k, "value": {"string_value": v}}
+                    for k, v in (resource or ACCESS_LOG_RESOURCE).items()]},
+                "body": {"string_value": ACCESS_LOG_BODY},
+                "attributes": {"values": [
+                    {"key": name_, "value": {"string_value": fmt}} for name_, fmt, _ in RECORD_FIELDS]},
+            },
+        }
+    raise ValueError(f"access-log sink {sink!r}: expected one of {', '.join(ACCESS_LOG_SINKS)}")
 
 
-def span_tags_yaml(indent: int = 20) -> str:
-    pad = " " * indent
-    lines = []
-    for name, fmt, is_tag in RECORD_FIELDS:
-        if is_tag:
-            lines.append(f"{pad}- tag: {name}")
-            lines.append(f"{pad}  value: {_yaml_string(fmt)}")
-    return "\n".join(lines)
+def span_tags() -> list[dict]:
+    """The tracer's custom_tags that put the record on the call's span."""
+    return [{"tag": name, "value": fmt} for name, fmt, is_tag in RECORD_FIELDS if is_tag]
+
+
+def otel_tracer(cluster: str = OTEL_COLLECTOR_CLUSTER, service_name: str = "wirelens-envoy") -> dict:
+    """The HCM tracing provider: Envoy's OpenTelemetry tracer, OTLP/gRPC to the Collector."""
+    return {
+        "name": "envoy.tracers.opentelemetry",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.config.trace.v3.OpenTelemetryConfig",
+            "service_name": service_name,
+            "grpc_service": {"envoy_grpc": {"cluster_name": cluster}, "timeout": "2s"},
+        },
+    }
+
+
+def otlp_cluster(name: str, host: str, port: int) -> dict:
+    """A cluster for the Collector's OTLP/gRPC port (HTTP/2; DNS names resolved by Envoy)."""
+    is_ip = all(part.isdigit() for part in host.split(".")) or ":" in host
+    return {
+        "name": name,
+        "type": "STATIC" if is_ip else "STRICT_DNS",
+        "connect_timeout": "1s",
+        "typed_extension_protocol_options": {
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                "explicit_http_config": {"http2_protocol_options": {}},
+            },
+        },
+        "load_assignment": {
+            "cluster_name": name,
+            "endpoints": [{"lb_endpoints": [
+                {"endpoint": {"address": {"socket_address": {"address": host, "port_value": port}}}}]}],
+        },
+    }
 
 
 def web_response(path: Path) -> str:
@@ -215,8 +233,8 @@ def render(ports: dict[str, str], filter_wasm: Path, plugin_config: str, descrip
         WIRELENS_GRPC_SERVICES=json.dumps(services),
         WIRELENS_PLUGIN_CONFIG=_yaml_string(plugin_config),
         WIRELENS_TRANSCODED_PLUGIN_CONFIG=_yaml_string(transcoded_config),
-        ACCESS_LOGGERS=access_loggers_yaml(access_log, None if access_log_path is None else str(access_log_path)),
-        SPAN_TAGS=span_tags_yaml(),
+        ACCESS_LOGGERS=_flow([access_logger(access_log, None if access_log_path is None else str(access_log_path))]),
+        SPAN_TAGS=_flow(span_tags()),
         WIRELENS_WEB_INDEX=web_response(web_dir / "index.html"),
         WIRELENS_WEB_APP=web_response(web_dir / "app.js"),
     )

@@ -5,7 +5,10 @@ Usage: opmap.py DESCRIPTOR_SET [-o OUT]   (OUT defaults to stdout)
 
 The descriptor set comes from protoc --descriptor_set_out --include_imports
 (proto/gen.sh). Only services whose package is ``wirelens`` or ``wirelens.*``
-are listed. Output (a contract with the Rust filter; keep the key names):
+are listed by default; ``--package`` names other packages and
+``--all-packages`` takes every service but Google's and gRPC's own
+(``google.*``, ``grpc.*``: health, reflection). envoy/inject.py builds the
+operation map of a user's services with the same code. Output (a contract with the Rust filter; keep the key names):
 
   {"operations": [
     {"grpc_path": "/wirelens.v1.Hello/SayHello",
@@ -40,8 +43,15 @@ _PATTERN_METHODS = {
 }
 
 
-def _in_scope(package: str) -> bool:
-    return package == "wirelens" or package.startswith("wirelens.")
+OUR_PACKAGES = ("wirelens",)
+INFRASTRUCTURE_PACKAGES = ("google", "grpc")
+
+
+def in_scope(package: str, packages: Iterable[str] | None = OUR_PACKAGES) -> bool:
+    """Is a service of this package listed? packages None: all but google.* and grpc.*."""
+    def under(prefixes: Iterable[str]) -> bool:
+        return any(package == p or package.startswith(p + ".") for p in prefixes)
+    return not under(INFRASTRUCTURE_PACKAGES) if packages is None else under(packages)
 
 
 def streaming_kind(method: descriptor_pb2.MethodDescriptorProto) -> str:
@@ -80,13 +90,14 @@ def method_http_rules(method: descriptor_pb2.MethodDescriptorProto) -> list[dict
     return http_rules(method.options.Extensions[annotations_pb2.http])
 
 
-def operations(files: Iterable[descriptor_pb2.FileDescriptorProto]) -> list[dict[str, Any]]:
+def operations(files: Iterable[descriptor_pb2.FileDescriptorProto],
+               packages: Iterable[str] | None = OUR_PACKAGES) -> list[dict[str, Any]]:
     ops: list[dict[str, Any]] = []
     for f in files:
-        if not _in_scope(f.package):
+        if not in_scope(f.package, packages):
             continue
         for service in f.service:
-            full_service = f"{f.package}.{service.name}"
+            full_service = f"{f.package}.{service.name}" if f.package else service.name
             for method in service.method:
                 ops.append(
                     {
@@ -111,10 +122,10 @@ def operations(files: Iterable[descriptor_pb2.FileDescriptorProto]) -> list[dict
     return ops
 
 
-def opmap(descriptor_set: bytes) -> dict[str, Any]:
+def opmap(descriptor_set: bytes, packages: Iterable[str] | None = OUR_PACKAGES) -> dict[str, Any]:
     fds = descriptor_pb2.FileDescriptorSet()
     fds.ParseFromString(descriptor_set)
-    return {"operations": operations(fds.file)}
+    return {"operations": operations(fds.file, packages)}
 
 
 def render(doc: dict[str, Any]) -> str:
@@ -125,10 +136,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("descriptor_set", help="FileDescriptorSet written by protoc --include_imports")
     parser.add_argument("-o", "--output", help="output file (default: stdout)")
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("--package", action="append", metavar="PKG",
+                       help="list services of PKG and its sub-packages (repeatable; default: wirelens)")
+    scope.add_argument("--all-packages", action="store_true",
+                       help="list every service except google.* and grpc.*")
     args = parser.parse_args(argv)
+    packages = None if args.all_packages else tuple(args.package or OUR_PACKAGES)
 
     with open(args.descriptor_set, "rb") as fh:
-        text = render(opmap(fh.read()))
+        text = render(opmap(fh.read(), packages))
     if args.output:
         with open(args.output, "w", encoding="utf-8") as fh:
             fh.write(text)

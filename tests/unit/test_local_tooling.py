@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "deploy" / "local"))
@@ -55,15 +56,33 @@ def test_rendered_envoy_config_carries_every_record_field(tmp_path):
     ports = stack.load_settings({})
     plugin_config = json.dumps({"operations": []})
     text = render.render(ports, tmp_path / "f.wasm", plugin_config, tmp_path / "d.pb")
-    for name, fmt, is_tag in render.RECORD_FIELDS:
-        assert f"- key: {name}" in text
-        assert (f"- tag: {name}" in text) == is_tag
-    assert "failure_policy: FAIL_OPEN" in text
     assert "${" not in text
-    # The plugin configuration is embedded as one YAML string that decodes back to the JSON.
-    configs = [json.loads(json.loads(line.split("value: ", 1)[1]))
-               for line in text.splitlines() if line.strip().startswith("value: \"{")]
+    config = YAML(typ="safe").load(text)
+    hcms = [chain["filters"][0]["typed_config"] for listener in config["static_resources"]["listeners"]
+            for chain in listener["filter_chains"]]
+    for hcm in hcms:
+        (log,) = hcm["access_log"]
+        attributes = {a["key"]: a["value"]["string_value"] for a in log["typed_config"]["attributes"]["values"]}
+        assert attributes == {name: fmt for name, fmt, _ in render.RECORD_FIELDS}
+        tags = {t["tag"]: t["value"] for t in hcm["tracing"]["custom_tags"]}
+        assert tags == {name: fmt for name, fmt, is_tag in render.RECORD_FIELDS if is_tag}
+        wasm = hcm["http_filters"][0]["typed_config"]["config"]
+        assert wasm["failure_policy"] == "FAIL_OPEN"
+    # The plugin configuration is embedded as one string that decodes back to the JSON.
+    configs = [json.loads(hcm["http_filters"][0]["typed_config"]["config"]["configuration"]["value"])
+               for hcm in hcms]
     assert configs == [{"operations": []}, {"operations": [], "rest_transcoded": True}]
+
+
+def test_file_sink_writes_the_same_attributes_as_json_lines(tmp_path):
+    ports = stack.load_settings({})
+    text = render.render(ports, tmp_path / "f.wasm", "{}", tmp_path / "d.pb", access_log="file",
+                         access_log_path=tmp_path / "access.jsonl")
+    config = YAML(typ="safe").load(text)
+    (log,) = config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]["access_log"]
+    assert log["typed_config"]["path"] == str(tmp_path / "access.jsonl")
+    assert log["typed_config"]["log_format"]["json_format"]["attributes"] == {
+        name: fmt for name, fmt, _ in render.RECORD_FIELDS}
 
 
 def test_render_refuses_a_missing_port(tmp_path):

@@ -1,0 +1,742 @@
+#!/usr/bin/env python3
+"""wirelens inject: add the wirelens filter to an Envoy config you already run.
+
+    inject.py envoy.yaml > envoy-wirelens.yaml          add wirelens to every HTTP connection manager
+    inject.py --diff envoy.yaml                         show the change instead
+    inject.py --remove envoy-wirelens.yaml              take it out again
+    inject.py --ecds-dir /etc/envoy/wirelens envoy.yaml serve the filter through ECDS (live updates)
+    inject.py --update-ecds --ecds-dir DIR --sample-rate 0.1   change it live
+
+In every HTTP connection manager of the bootstrap's static listeners (or
+those named with --listener) it puts the wirelens wasm filter first among
+the http_filters (FAIL_OPEN), appends an access log that carries the
+per-call record, and either adds OpenTelemetry tracing or, where the HCM
+already traces, adds wirelens' custom tags to the tracer it has. The record
+goes to a Collector over OTLP/gRPC (--collector) or, with
+--access-log file, into a JSON-lines file for logship. Everything else is
+left as it was; YAML keeps its comments and layout. Running it twice gives
+the same output, and --remove gives back the original.
+
+The operation map comes from a descriptor set of your services
+(protoc --include_imports --descriptor_set_out), built by proto/opmap.py,
+or, when there is none, from the descriptor your grpc_json_transcoder uses.
+
+What it recognises as its own (and --remove takes out): http filters named
+`wirelens` / `wirelens_transcoded`, access logs named `wirelens.access_log`,
+custom tags named `wirelens.*`, tracing whose provider exports to the cluster
+`wirelens_otel_collector`, and that cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import dataclasses
+import difflib
+import hashlib
+import io
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "proto"))
+import opmap  # noqa: E402  (proto/opmap.py: one operation-map code path for ours and yours)
+import render  # noqa: E402  (envoy/render.py: the record's access-log attributes and span tags)
+
+FILTER_NAME = "wirelens"
+TRANSCODED_FILTER_NAME = "wirelens_transcoded"
+OUR_FILTER_NAMES = (FILTER_NAME, TRANSCODED_FILTER_NAME)
+ACCESS_LOG_NAME = "wirelens.access_log"
+COLLECTOR_CLUSTER = "wirelens_otel_collector"
+TAG_PREFIX = "wirelens."
+
+WASM_TYPE = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm"
+TYPED_EXTENSION_CONFIG_TYPE = "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig"
+HCM_TYPE = "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+HCM_FILTER_NAMES = ("envoy.filters.network.http_connection_manager", "envoy.http_connection_manager")
+TRANSCODER_TYPE = "envoy.extensions.filters.http.grpc_json_transcoder.v3.GrpcJsonTranscoder"
+TYPED_STRUCT_TYPES = ("udpa.type.v1.TypedStruct", "xds.type.v3.TypedStruct")
+GUIDE = "envoy/INJECT.md"
+
+
+class InjectError(Exception):
+    """Input the tool cannot handle; the message says where and what to do instead."""
+
+
+@dataclasses.dataclass
+class Options:
+    wasm: Path
+    collector_host: str = "127.0.0.1"
+    collector_port: int = 4317
+    access_log: str = "otlp"
+    access_log_path: str | None = None
+    service_name: str = "wirelens-envoy"
+    trace_sampling: float = 100.0
+    sample_rate: float | None = None
+    descriptor_set: bytes | None = None
+    descriptor_source: str = ""
+    packages: tuple[str, ...] | None = None
+    listeners: tuple[str, ...] = ()
+    ecds_dir: Path | None = None
+    ecds_ads: bool = False
+
+
+@dataclasses.dataclass
+class Report:
+    notes: list[str] = dataclasses.field(default_factory=list)
+    problems: list[str] = dataclasses.field(default_factory=list)
+    injected: int = 0
+    ecds_resources: dict[str, dict] = dataclasses.field(default_factory=dict)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+# ---------------------------------------------------------------- reading and writing configs
+
+
+@dataclasses.dataclass
+class Document:
+    """A parsed config and how to write it back the way it came."""
+    data: Any
+    fmt: str                          # "yaml" or "json"
+    yaml: YAML | None = None
+    text: str = ""                    # as the user wrote it
+    indent: int = 2                   # JSON
+    pristine: str = ""                # the parser's own rendering of the unchanged config
+
+    def serialize(self) -> str:
+        if self.fmt == "json":
+            return json.dumps(self.data, indent=self.indent, ensure_ascii=False) + "\n"
+        out = io.StringIO()
+        self.yaml.dump(self.data, out)
+        return out.getvalue()
+
+    def dump(self) -> str:
+        """The changed config, with every line the change did not touch exactly as the user wrote it."""
+        return keep_layout(self.text, self.pristine, self.serialize())
+
+
+def keep_layout(original: str, pristine: str, changed: str) -> str:
+    """Apply the change between two renderings of the config to the user's own text.
+
+    The YAML and JSON writers normalise what they do not understand as
+    layout ({ a: 1 } becomes {a: 1}, a JSON array may be spread over
+    lines). The change is computed between the writer's rendering of the
+    config before and after, and applied to the original: untouched lines
+    stay byte for byte as they were.
+    """
+    before_lines = original.splitlines(keepends=True)
+    pristine_lines = pristine.splitlines(keepends=True)
+    changed_lines = changed.splitlines(keepends=True)
+    as_written: dict[int, str] = {}
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(
+            None, pristine_lines, before_lines, autojunk=False).get_opcodes():
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+            as_written.update(zip(range(i1, i2), before_lines[j1:j2]))
+    out: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(
+            None, pristine_lines, changed_lines, autojunk=False).get_opcodes():
+        if tag == "equal":
+            out.extend(as_written.get(i, pristine_lines[i]) for i in range(i1, i2))
+        else:
+            out.extend(changed_lines[j1:j2])
+    return "".join(out)
+
+
+def _yaml(sequence_indent: int, offset: int) -> YAML:
+    y = YAML(typ="rt")
+    y.preserve_quotes = True
+    y.width = 1 << 20                 # never fold a long line (plugin configs are one JSON line)
+    y.indent(mapping=2, sequence=sequence_indent, offset=offset)
+    return y
+
+
+def parse(text: str, name: str = "<config>") -> Document:
+    """JSON stays JSON; YAML keeps comments, quotes and the list indentation it was written with."""
+    candidates: list[Document] = []
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InjectError(f"{name}: not valid JSON: {exc}") from None
+        candidates = [Document(json.loads(text), "json", text=text, indent=indent) for indent in (2, 4)]
+    else:
+        for seq, off in ((2, 0), (4, 2)):   # `- item` under its key, or indented by two
+            y = _yaml(seq, off)
+            try:
+                data = y.load(text)
+            except YAMLError as exc:
+                raise InjectError(f"{name}: not valid YAML: {exc}") from None
+            candidates.append(Document(data, "yaml", y, text))
+    if not isinstance(data, dict):
+        raise InjectError(f"{name}: expected an Envoy v3 bootstrap (a mapping), got {type(data).__name__}")
+    best, best_same = candidates[0], -1
+    for doc in candidates:
+        doc.pristine = doc.serialize()
+        same = sum(block.size for block in difflib.SequenceMatcher(
+            None, text.splitlines(), doc.pristine.splitlines(), autojunk=False).get_matching_blocks())
+        if same > best_same:
+            best, best_same = doc, same
+    return best
+
+
+# ---------------------------------------------------------------- finding HTTP connection managers
+
+
+@dataclasses.dataclass
+class HcmSite:
+    listener: str
+    where: str                        # "filter chain 0" / "default filter chain"
+    hcm: dict
+
+    @property
+    def label(self) -> str:
+        return f'listener "{self.listener}" ({self.where})'
+
+
+def _type_url(typed_config: Any) -> str:
+    return str(typed_config.get("@type", "")) if isinstance(typed_config, dict) else ""
+
+
+def _is_hcm_filter(network_filter: dict) -> bool:
+    t = _type_url(network_filter.get("typed_config"))
+    return t.endswith(HCM_TYPE) or network_filter.get("name") in HCM_FILTER_NAMES
+
+
+def http_connection_managers(bootstrap: dict, only: tuple[str, ...], report: Report) -> Iterator[HcmSite]:
+    """Every HCM of the static listeners; what cannot be reached goes to report.problems."""
+    dynamic = bootstrap.get("dynamic_resources") or {}
+    if dynamic.get("lds_config") or dynamic.get("lds_resources_locator"):
+        report.problems.append(
+            "listeners from LDS (dynamic_resources.lds_config): a control plane delivers their HTTP "
+            "connection managers, so they are not in this file. Have the control plane put the wirelens "
+            f"filter into them as an ECDS filter (config_discovery; see {GUIDE}, \"Live updates\"), "
+            "or run this command on the listener file it serves.")
+    listeners = (bootstrap.get("static_resources") or {}).get("listeners") or []
+    seen = set()
+    for index, listener in enumerate(listeners):
+        name = listener.get("name") or f"#{index}"
+        seen.add(name)
+        if only and name not in only:
+            continue
+        if listener.get("api_listener"):
+            report.note(f'listener "{name}": an API listener (Envoy as a client library), left alone')
+            continue
+        chains = [(f"filter chain {i}", chain) for i, chain in enumerate(listener.get("filter_chains") or [])]
+        if listener.get("default_filter_chain"):
+            chains.append(("default filter chain", listener["default_filter_chain"]))
+        found = False
+        for where, chain in chains:
+            for network_filter in chain.get("filters") or []:
+                if network_filter.get("config_discovery") and (
+                        any(str(t).endswith(HCM_TYPE) for t in network_filter["config_discovery"].get("type_urls", []))
+                        or network_filter.get("name") in HCM_FILTER_NAMES):
+                    report.problems.append(
+                        f'listener "{name}" ({where}): its HTTP connection manager comes from a discovery '
+                        "service (config_discovery), not from this file. Have that service add the wirelens "
+                        f"filter (ECDS; see {GUIDE}, \"Live updates\").")
+                    found = True
+                    continue
+                if not _is_hcm_filter(network_filter):
+                    continue
+                found = True
+                typed = network_filter.get("typed_config")
+                if any(_type_url(typed).endswith(t) for t in TYPED_STRUCT_TYPES):
+                    report.problems.append(
+                        f'listener "{name}" ({where}): the HTTP connection manager is written as a '
+                        f'{_type_url(typed).rsplit("/", 1)[-1]}; write it as a typed '
+                        f"{HCM_TYPE} and run this again.")
+                    continue
+                if not isinstance(typed, dict) or not _type_url(typed).endswith(HCM_TYPE):
+                    report.problems.append(
+                        f'listener "{name}" ({where}): cannot read its HTTP connection manager '
+                        f"(typed_config @type {_type_url(typed) or 'missing'}); expected {HCM_TYPE}.")
+                    continue
+                yield HcmSite(name, where, typed)
+        if not found:
+            report.note(f'listener "{name}": no HTTP connection manager (TCP or other traffic), left alone')
+    for name in only:
+        if name not in seen:
+            report.problems.append(f'--listener {name}: no static listener has that name '
+                                   f"(listeners: {', '.join(sorted(seen)) or 'none'})")
+
+
+# ---------------------------------------------------------------- what wirelens adds
+
+
+def _is_transcoding(hcm: dict) -> bool:
+    return any(_type_url(f.get("typed_config")).endswith(TRANSCODER_TYPE) for f in hcm.get("http_filters") or [])
+
+
+def transcoder_descriptor(bootstrap: dict, report: Report) -> tuple[bytes, str] | None:
+    """The descriptor set a grpc_json_transcoder of this config already uses, if any."""
+    for site in http_connection_managers(bootstrap, (), Report()):
+        for http_filter in site.hcm.get("http_filters") or []:
+            typed = http_filter.get("typed_config")
+            if not _type_url(typed).endswith(TRANSCODER_TYPE):
+                continue
+            if typed.get("proto_descriptor"):
+                path = Path(typed["proto_descriptor"])
+                try:
+                    return path.read_bytes(), f"{path} (the grpc_json_transcoder's proto_descriptor on {site.label})"
+                except OSError as exc:
+                    report.problems.append(f"{site.label}: cannot read the transcoder's proto_descriptor: {exc}")
+            elif typed.get("proto_descriptor_bin"):
+                return (base64.b64decode(typed["proto_descriptor_bin"]),
+                        f"the grpc_json_transcoder's proto_descriptor_bin on {site.label}")
+    return None
+
+
+def plugin_config(options: Options, operations: list[dict], transcoded: bool) -> str:
+    config: dict[str, Any] = {"operations": operations}
+    if options.sample_rate is not None:
+        config["sample_rate"] = options.sample_rate
+    if transcoded:
+        config["rest_transcoded"] = True
+    return json.dumps(config, separators=(",", ":"))
+
+
+def wasm_config(options: Options, name: str, configuration: str, code_path: Path) -> dict:
+    """The envoy.extensions.filters.http.wasm.v3.Wasm of the filter."""
+    return {
+        "@type": WASM_TYPE,
+        "config": {
+            "name": name,
+            "root_id": "wirelens",
+            "failure_policy": "FAIL_OPEN",
+            "configuration": {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": configuration},
+            "vm_config": {
+                "vm_id": "wirelens",
+                "runtime": "envoy.wasm.runtime.v8",
+                "code": {"local": {"filename": str(code_path)}},
+            },
+        },
+    }
+
+
+def ecds_resource_path(directory: Path, name: str) -> Path:
+    return directory / f"{name}.json"
+
+
+def filter_entry(options: Options, name: str, typed: dict) -> dict:
+    """The http_filters entry: the filter itself, or a config_discovery reference to it (ECDS)."""
+    if options.ecds_dir is None:
+        return {"name": name, "typed_config": typed}
+    source: dict[str, Any] = {"ads": {}} if options.ecds_ads else {
+        "path_config_source": {"path": str(ecds_resource_path(options.ecds_dir, name))}}
+    return {
+        "name": name,
+        "config_discovery": {
+            "config_source": {"resource_api_version": "V3", **source},
+            # Traffic never waits for the discovery source: until it answers, the
+            # filter runs with the configuration it had when it was injected.
+            "default_config": typed,
+            "apply_default_config_without_warming": True,
+            "type_urls": [WASM_TYPE],
+        },
+    }
+
+
+def _our_cluster(provider: Any) -> bool:
+    typed = (provider or {}).get("typed_config") or {}
+    return ((typed.get("grpc_service") or {}).get("envoy_grpc") or {}).get("cluster_name") == COLLECTOR_CLUSTER
+
+
+def inject_hcm(site: HcmSite, bootstrap: dict, options: Options, operations: list[dict],
+               report: Report) -> None:
+    hcm = site.hcm
+    if not isinstance(hcm.get("http_filters"), list) or not hcm["http_filters"]:
+        report.problems.append(f"{site.label}: no http_filters list; add the router filter first.")
+        return
+    remove_hcm(hcm)
+    transcoded = _is_transcoding(hcm)
+    name = TRANSCODED_FILTER_NAME if transcoded else FILTER_NAME
+    configuration = plugin_config(options, operations, transcoded)
+    code = options.wasm
+    if options.ecds_dir is not None:
+        code = ecds_wasm_path(options.ecds_dir, options.wasm)
+    typed = wasm_config(options, name, configuration, code)
+    if options.ecds_dir is not None:
+        report.ecds_resources[name] = typed
+    others = [f.get("name", "?") for f in hcm["http_filters"]]
+    hcm["http_filters"].insert(0, filter_entry(options, name, typed))
+    lines = [f"{site.label}, stat_prefix {hcm.get('stat_prefix', '?')}:",
+             f"  + http filter {name} (wasm, FAIL_OPEN) first, before {', '.join(others)}"
+             + (" via ECDS" if options.ecds_dir is not None else "")]
+    if transcoded:
+        lines.append("    this HCM transcodes REST to gRPC: its REST calls are recorded as rest-transcoded")
+    if "rds" in hcm or "scoped_routes" in hcm:
+        lines.append("    routes come from RDS: the filter applies to every route it serves")
+
+    logs = hcm.setdefault("access_log", [])
+    kept = len(logs)
+    logs.append(render.access_logger(options.access_log, options.access_log_path, COLLECTOR_CLUSTER,
+                                     name=ACCESS_LOG_NAME))
+    sink = (f"OTLP/gRPC to {options.collector_host}:{options.collector_port}" if options.access_log == "otlp"
+            else f"JSON lines to {options.access_log_path} (ship them with logship)")
+    lines.append(f"  + access log {ACCESS_LOG_NAME}: the record as {sink}"
+                 + (f"; your {kept} access log(s) kept" if kept else ""))
+
+    tracing = hcm.get("tracing")
+    bootstrap_tracer = ((bootstrap.get("tracing") or {}).get("http") or {}).get("name")
+    if isinstance(tracing, dict) and (tracing.get("provider") or bootstrap_tracer):
+        provider = (tracing.get("provider") or {}).get("name") or f"{bootstrap_tracer} (from the bootstrap)"
+        tags = tracing.setdefault("custom_tags", [])
+        tags.extend(render.span_tags())
+        lines.append(f"  = tracing: kept your tracer {provider}; added custom tags "
+                     f"{', '.join(t['tag'] for t in render.span_tags())}. Its spans go where it sends them: "
+                     "the Collector's transform/wirelens_record expands wirelens.record when they pass "
+                     "through a wirelens Collector")
+    else:
+        block = {
+            "random_sampling": {"value": options.trace_sampling},
+            "spawn_upstream_span": False,
+            "provider": render.otel_tracer(COLLECTOR_CLUSTER, options.service_name),
+            "custom_tags": render.span_tags(),
+        }
+        if isinstance(tracing, dict):           # tracing settings without a tracer: ours joins them
+            for key, value in block.items():
+                tracing.setdefault(key, value) if key != "custom_tags" else \
+                    tracing.setdefault("custom_tags", []).extend(value)
+        else:
+            hcm["tracing"] = block
+        lines.append(f"  + tracing: OpenTelemetry, service {options.service_name}, "
+                     f"{options.trace_sampling:g} % of calls, to {options.collector_host}:{options.collector_port}")
+    if hcm.get("generate_request_id") is False:
+        lines.append("  ! generate_request_id is false: calls without an x-request-id have no request id, "
+                     "and ClickHouse cannot tell a re-sent record from a new call")
+    report.note("\n".join(lines))
+    report.injected += 1
+
+
+def remove_hcm(hcm: dict) -> None:
+    filters = hcm.get("http_filters")
+    if isinstance(filters, list):
+        filters[:] = [f for f in filters if f.get("name") not in OUR_FILTER_NAMES]
+    logs = hcm.get("access_log")
+    if isinstance(logs, list):
+        logs[:] = [entry for entry in logs if entry.get("name") != ACCESS_LOG_NAME]
+        if not logs:
+            del hcm["access_log"]
+    tracing = hcm.get("tracing")
+    if isinstance(tracing, dict):
+        if _our_cluster(tracing.get("provider")):
+            del tracing["provider"]
+            for key in ("random_sampling", "spawn_upstream_span"):
+                tracing.pop(key, None)
+        tags = tracing.get("custom_tags")
+        if isinstance(tags, list):
+            tags[:] = [t for t in tags if not str(t.get("tag", "")).startswith(TAG_PREFIX)]
+            if not tags:
+                del tracing["custom_tags"]
+        if not tracing:
+            del hcm["tracing"]
+
+
+def _clusters(bootstrap: dict, create: bool) -> list | None:
+    static = bootstrap.get("static_resources")
+    if static is None:
+        if not create:
+            return None
+        static = bootstrap["static_resources"] = {}
+    if static.get("clusters") is None:
+        if not create:
+            return None
+        static["clusters"] = []
+    return static["clusters"]
+
+
+def remove_cluster(bootstrap: dict) -> None:
+    clusters = _clusters(bootstrap, create=False)
+    if clusters is None:
+        return
+    clusters[:] = [c for c in clusters if c.get("name") != COLLECTOR_CLUSTER]
+    static = bootstrap["static_resources"]
+    if not clusters:
+        del static["clusters"]
+    if not static:
+        del bootstrap["static_resources"]
+
+
+def ecds_wasm_path(directory: Path, wasm: Path) -> Path:
+    """Content-addressed: a new build is a new file name, so the resource changes and Envoy reloads it."""
+    digest = hashlib.sha256(wasm.read_bytes()).hexdigest()[:16]
+    return directory / f"wirelens-{digest}.wasm"
+
+
+# ---------------------------------------------------------------- the commands
+
+
+def operation_map(bootstrap: dict, options: Options, report: Report) -> list[dict]:
+    descriptor, source = options.descriptor_set, options.descriptor_source
+    if descriptor is None:
+        found = transcoder_descriptor(bootstrap, report)
+        if found:
+            descriptor, source = found
+    if descriptor is None:
+        report.note("operation map: empty (no --descriptor-set, no grpc_json_transcoder descriptor): gRPC "
+                    "calls are named from their paths, REST calls get no operation")
+        return []
+    try:
+        operations = opmap.opmap(descriptor, options.packages)["operations"]
+    except Exception as exc:  # protobuf's DecodeError and friends
+        raise InjectError(f"descriptor set {source}: not a FileDescriptorSet ({exc}); make it with "
+                          "protoc --include_imports --descriptor_set_out=FILE your.proto") from None
+    services = sorted({op["rpc_service"] for op in operations})
+    report.note(f"operation map: {len(operations)} operations of {len(services)} services from {source}"
+                + (f" ({', '.join(services)})" if services else
+                   "; no service in scope: pass --package or --all-packages"))
+    return operations
+
+
+def inject(doc: Document, options: Options) -> Report:
+    report = Report()
+    bootstrap = doc.data
+    operations = operation_map(bootstrap, options, report)
+    for site in list(http_connection_managers(bootstrap, options.listeners, report)):
+        inject_hcm(site, bootstrap, options, operations, report)
+    remove_cluster(bootstrap)
+    if report.injected and (options.access_log == "otlp" or _references_collector(bootstrap)):
+        _clusters(bootstrap, create=True).append(
+            render.otlp_cluster(COLLECTOR_CLUSTER, options.collector_host, options.collector_port))
+        report.note(f"+ cluster {COLLECTOR_CLUSTER}: the Collector's OTLP/gRPC endpoint "
+                    f"{options.collector_host}:{options.collector_port}")
+    if options.ecds_dir is not None and report.injected:
+        node = bootstrap.get("node") or {}
+        if not (node.get("id") and node.get("cluster")):
+            report.note("! ECDS needs a node id and cluster: this bootstrap has none, so start Envoy with "
+                        "--service-node and --service-cluster")
+    return report
+
+
+def _references_collector(bootstrap: dict) -> bool:
+    return COLLECTOR_CLUSTER in json.dumps(_plain(bootstrap.get("static_resources", {}).get("listeners", [])))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def remove(doc: Document) -> Report:
+    report = Report()
+    for site in list(http_connection_managers(doc.data, (), Report())):
+        before = json.dumps(_plain(site.hcm))
+        remove_hcm(site.hcm)
+        if json.dumps(_plain(site.hcm)) != before:
+            report.injected += 1
+            report.note(f"{site.label}: wirelens removed")
+    remove_cluster(doc.data)
+    return report
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write then rename in the same directory: Envoy's file watch sees one complete new file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.chmod(tmp, 0o644)          # Envoy may run as another user
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_ecds(directory: Path, resources: dict[str, dict], wasm: Path) -> list[Path]:
+    """One file per resource (ECDS takes exactly one resource per file), and the wasm it names."""
+    written = []
+    code = ecds_wasm_path(directory, wasm)
+    if not code.exists():
+        write_atomically(code, wasm.read_bytes())
+        written.append(code)
+    for name, typed in sorted(resources.items()):
+        resource = {"resources": [{"@type": TYPED_EXTENSION_CONFIG_TYPE, "name": name, "typed_config": typed}]}
+        path = ecds_resource_path(directory, name)
+        text = json.dumps(resource, indent=2) + "\n"
+        if not path.exists() or path.read_text() != text:
+            write_atomically(path, text.encode())
+            written.append(path)
+    return written
+
+
+def update_ecds(directory: Path, options: Options) -> tuple[Report, list[Path]]:
+    """Rewrite the ECDS resources in directory with the current options (live update)."""
+    report = Report()
+    names = [name for name in OUR_FILTER_NAMES if ecds_resource_path(directory, name).exists()]
+    if not names:
+        raise InjectError(f"{directory}: no wirelens ECDS resource here (expected "
+                          f"{ecds_resource_path(directory, FILTER_NAME).name}); run the injection with "
+                          "--ecds-dir first")
+    operations = operation_map({}, options, report)
+    resources = {}
+    for name in names:
+        code = ecds_wasm_path(directory, options.wasm)
+        resources[name] = wasm_config(options, name, plugin_config(options, operations, name == TRANSCODED_FILTER_NAME),
+                                      code)
+    return report, write_ecds(directory, resources, options.wasm)
+
+
+# ---------------------------------------------------------------- command line
+
+
+def _collector(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected HOST:PORT of the Collector's OTLP/gRPC receiver")
+    return host.strip("[]"), int(port)
+
+
+def _rate(value: str) -> float:
+    try:
+        rate = float(value)
+    except ValueError:
+        rate = -1.0
+    if not 0 <= rate <= 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected a number in [0, 1]")
+    return rate
+
+
+def build_parser() -> argparse.ArgumentParser:
+    default_wasm = HERE.parent / "build" / "wirelens_filter.wasm"
+    parser = argparse.ArgumentParser(
+        prog="wirelens inject", description=__doc__.split("\n\n")[2],
+        epilog=f"Guide: {GUIDE}. What was changed is reported on stderr; the config goes to stdout or -o.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("config", nargs="?", help="Envoy v3 bootstrap, YAML or JSON ('-' for stdin)")
+    parser.add_argument("-o", "--output", help="write the config here instead of stdout (may be the input)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--diff", action="store_true", help="print a unified diff of the change instead of the config")
+    mode.add_argument("--remove", action="store_true", help="take wirelens out again (inverse of the injection)")
+    mode.add_argument("--update-ecds", action="store_true",
+                      help="rewrite the ECDS resources in --ecds-dir with these options; Envoy picks them up live")
+    what = parser.add_argument_group("what the filter knows")
+    what.add_argument("--descriptor-set", metavar="FILE",
+                      help="your services' descriptor set (protoc --include_imports --descriptor_set_out); "
+                           "default: the one your grpc_json_transcoder names, if any")
+    scope = what.add_mutually_exclusive_group()
+    scope.add_argument("--package", action="append", metavar="PKG",
+                       help="only services of PKG and its sub-packages (repeatable; default: all but google.*, grpc.*)")
+    scope.add_argument("--all-packages", action="store_true", help=argparse.SUPPRESS)
+    what.add_argument("--sample-rate", type=_rate, metavar="R", help="share of calls recorded, 0..1 (default 1)")
+    what.add_argument("--wasm", default=str(default_wasm), metavar="FILE",
+                      help="the filter's .wasm (default: %(default)s)")
+    where = parser.add_argument_group("where the record goes")
+    where.add_argument("--collector", type=_collector, default=("127.0.0.1", 4317), metavar="HOST:PORT",
+                       help="the OpenTelemetry Collector's OTLP/gRPC receiver (default 127.0.0.1:4317)")
+    where.add_argument("--access-log", choices=render.ACCESS_LOG_SINKS, default="otlp",
+                       help="otlp: Envoy's OTel access logger to the Collector (default); file: JSON lines for "
+                            "logship, nothing lost while the Collector is down")
+    where.add_argument("--access-log-path", metavar="FILE", help="with --access-log file: the JSON-lines file")
+    where.add_argument("--service-name", default="wirelens-envoy",
+                       help="service.name of the spans when wirelens adds the tracer (default %(default)s)")
+    where.add_argument("--trace-sampling", type=float, default=100.0, metavar="PERCENT",
+                       help="share of calls traced when wirelens adds the tracer (default 100)")
+    which = parser.add_argument_group("which HTTP connection managers")
+    which.add_argument("--listener", action="append", default=[], metavar="NAME",
+                       help="only this listener's HCMs (repeatable; default: every static listener)")
+    live = parser.add_argument_group("live updates (ECDS)")
+    live.add_argument("--ecds-dir", metavar="DIR",
+                      help="serve the filter through Extension Config Discovery from files in DIR "
+                           "(one resource per file, written atomically, and a content-addressed copy of the .wasm)")
+    live.add_argument("--ecds-ads", action="store_true",
+                      help="with --ecds-dir: the HCMs ask your control plane (ADS) instead; DIR gets the "
+                           "resources it must serve")
+    return parser
+
+
+def options_from(args: argparse.Namespace) -> Options:
+    wasm = Path(args.wasm).resolve()
+    if not wasm.is_file():
+        raise InjectError(f"--wasm {wasm}: no such file (build it with `make filter`)")
+    if args.access_log == "file" and not args.access_log_path:
+        raise InjectError("--access-log file needs --access-log-path FILE (the JSON-lines file logship ships)")
+    options = Options(
+        wasm=wasm, collector_host=args.collector[0], collector_port=args.collector[1],
+        access_log=args.access_log,
+        access_log_path=str(Path(args.access_log_path).resolve()) if args.access_log_path else None,
+        service_name=args.service_name, trace_sampling=args.trace_sampling, sample_rate=args.sample_rate,
+        packages=None if not args.package else tuple(args.package), listeners=tuple(args.listener),
+        ecds_dir=Path(args.ecds_dir).resolve() if args.ecds_dir else None, ecds_ads=args.ecds_ads)
+    if args.descriptor_set:
+        try:
+            options.descriptor_set = Path(args.descriptor_set).read_bytes()
+        except OSError as exc:
+            raise InjectError(f"--descriptor-set: {exc}") from None
+        options.descriptor_source = args.descriptor_set
+    return options
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    say = lambda text: print(text, file=sys.stderr)  # noqa: E731
+    try:
+        if args.ecds_ads and not args.ecds_dir:
+            parser.error("--ecds-ads needs --ecds-dir (where the resources to serve are written)")
+        if args.update_ecds:
+            if not args.ecds_dir:
+                parser.error("--update-ecds needs --ecds-dir")
+            report, written = update_ecds(Path(args.ecds_dir).resolve(), options_from(args))
+            for note in report.notes:
+                say(note)
+            say("\n".join(f"wrote {p}" for p in written) or "unchanged: the resources already say this")
+            return 0
+        if not args.config:
+            parser.error("the Envoy config to change is missing")
+        text = sys.stdin.read() if args.config == "-" else _read(args.config)
+        doc = parse(text, args.config)
+        if args.remove:
+            report = remove(doc)
+            if not report.injected:
+                say("no wirelens found in this config: nothing removed")
+        else:
+            options = options_from(args)
+            report = inject(doc, options)
+        out = doc.dump()
+        for note in report.notes:
+            say(note)
+        for problem in report.problems:
+            say(f"cannot inject: {problem}")
+        if not args.remove and not report.injected:
+            say("error: no HTTP connection manager was changed")
+            return 1
+        if not args.remove and options.ecds_dir is not None and not args.diff:
+            for path in write_ecds(options.ecds_dir, report.ecds_resources, options.wasm):
+                say(f"wrote {path}")
+        if args.diff:
+            sys.stdout.writelines(difflib.unified_diff(
+                text.splitlines(keepends=True), out.splitlines(keepends=True),
+                fromfile=args.config, tofile=f"{args.config} ({'without' if args.remove else 'with'} wirelens)"))
+        elif args.output:
+            write_atomically(Path(args.output), out.encode())
+        else:
+            sys.stdout.write(out)
+        return 0
+    except InjectError as exc:
+        say(f"error: {exc}")
+        return 1
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise InjectError(f"{path}: {exc.strerror}") from None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
