@@ -129,26 +129,45 @@ def keep_layout(original: str, pristine: str, changed: str) -> str:
     """Apply the change between two renderings of the config to the user's own text.
 
     The YAML and JSON writers normalise what they do not understand as
-    layout ({ a: 1 } becomes {a: 1}, a JSON array may be spread over
-    lines). The change is computed between the writer's rendering of the
-    config before and after, and applied to the original: untouched lines
-    stay byte for byte as they were.
+    layout ({ a: 1 } becomes {a: 1}, a JSON object written on one line is
+    spread over several). The change is computed between the writer's
+    rendering of the config before and after, and applied to the original:
+    every stretch of the original the change does not touch stays byte for
+    byte as it was.
     """
-    before_lines = original.splitlines(keepends=True)
+    before = original.splitlines(keepends=True)
     pristine_lines = pristine.splitlines(keepends=True)
     changed_lines = changed.splitlines(keepends=True)
-    as_written: dict[int, str] = {}
+    # Stretches of the writer's rendering and the original lines they stand for.
+    regions: list[list[int]] = []        # [i1, i2, j1, j2]
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(
-            None, pristine_lines, before_lines, autojunk=False).get_opcodes():
-        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
-            as_written.update(zip(range(i1, i2), before_lines[j1:j2]))
-    out: list[str] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(
-            None, pristine_lines, changed_lines, autojunk=False).get_opcodes():
+            None, pristine_lines, before, autojunk=False).get_opcodes():
         if tag == "equal":
-            out.extend(as_written.get(i, pristine_lines[i]) for i in range(i1, i2))
+            regions.extend([i, i + 1, j, j + 1] for i, j in zip(range(i1, i2), range(j1, j2)))
+        elif regions and i1 == i2:       # original lines with no rendered counterpart join the stretch before
+            regions[-1][3] = j2
         else:
+            regions.append([i1, i2, j1, j2])
+    region_of = {i: region for region in regions for i in range(region[0], region[1])}
+    opcodes = difflib.SequenceMatcher(None, pristine_lines, changed_lines, autojunk=False).get_opcodes()
+    unchanged = {i for tag, i1, i2, _, _ in opcodes if tag == "equal" for i in range(i1, i2)}
+    for tag, i1, i2, _, _ in opcodes:
+        if tag == "insert" and i1 in region_of and region_of[i1][0] < i1:
+            unchanged.discard(i1)     # new lines inside a stretch: it cannot stay as written
+    out: list[str] = []
+    for tag, i1, i2, j1, j2 in opcodes:
+        if tag != "equal":
             out.extend(changed_lines[j1:j2])
+            continue
+        for i in range(i1, i2):
+            region = region_of.get(i)
+            if region and all(k in unchanged for k in range(region[0], region[1])):
+                if i == region[0]:
+                    out.extend(before[region[2]:region[3]])
+            else:
+                out.append(pristine_lines[i])
+    if regions and regions[0][0] == 0 and regions[0][2] > 0:   # original lines before anything rendered
+        out[:0] = before[:regions[0][2]]
     return "".join(out)
 
 

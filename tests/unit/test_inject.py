@@ -1,0 +1,306 @@
+"""Unit tests of envoy/inject.py: what it adds, where, what it keeps, and that it takes it all out again.
+
+Real Envoy checks of the result (validate, live traffic) are in tests/e2e/test_inject.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "envoy"))
+import inject  # noqa: E402
+import render  # noqa: E402
+
+DESCRIPTORS = ROOT / "build" / "proto" / "wirelens.pb"
+
+FRONT_PROXY = """\
+# A front proxy someone wrote.
+static_resources:
+  listeners:
+    - name: ingress
+      address:
+        socket_address: { address: 127.0.0.1, port_value: 10000 }
+      filter_chains:
+        - filters:
+            - name: envoy.filters.network.http_connection_manager
+              typed_config:
+                "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+                stat_prefix: ingress_http
+                access_log:
+                  - name: envoy.access_loggers.stdout
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog
+                http_filters:
+                  - name: envoy.filters.http.rbac   # auth comes before the router
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC
+                  - name: envoy.filters.http.grpc_web
+                    typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.grpc_web.v3.GrpcWeb}
+                  - name: envoy.filters.http.router
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+                route_config:
+                  virtual_hosts:
+                    - name: all
+                      domains: ["*"]
+                      routes:
+                        - match: { prefix: "/" }
+                          route: { cluster: backend }
+    - name: metrics
+      address:
+        socket_address: { address: 127.0.0.1, port_value: 10001 }
+      filter_chains:
+        - filters:
+            - name: envoy.filters.network.tcp_proxy
+              typed_config:
+                "@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy
+                stat_prefix: metrics
+                cluster: backend
+  clusters:
+    - name: backend
+      type: STATIC
+      load_assignment:
+        cluster_name: backend
+        endpoints:
+          - lb_endpoints:
+              - endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: 18080 } } }
+"""
+
+HCM_TYPE = "type.googleapis.com/" + inject.HCM_TYPE
+
+
+@pytest.fixture()
+def wasm(tmp_path) -> Path:
+    path = tmp_path / "wirelens_filter.wasm"
+    path.write_bytes(b"\0asm\1\0\0\0")
+    return path
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    code = inject.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def hcm_of(config: dict, listener: int = 0) -> dict:
+    return config["static_resources"]["listeners"][listener]["filter_chains"][0]["filters"][0]["typed_config"]
+
+
+def load(text: str) -> dict:
+    return YAML(typ="safe").load(text)
+
+
+def test_filter_goes_first_and_everything_else_stays(tmp_path, wasm, capsys):
+    source = tmp_path / "envoy.yaml"
+    source.write_text(FRONT_PROXY)
+    code, out, err = run([str(source), "--wasm", str(wasm), "--descriptor-set", str(DESCRIPTORS)], capsys)
+    assert code == 0, err
+    config = load(out)
+    hcm = hcm_of(config)
+    names = [f["name"] for f in hcm["http_filters"]]
+    assert names == ["wirelens", "envoy.filters.http.rbac", "envoy.filters.http.grpc_web", "envoy.filters.http.router"]
+    wasm_config = hcm["http_filters"][0]["typed_config"]["config"]
+    assert wasm_config["failure_policy"] == "FAIL_OPEN"
+    assert wasm_config["vm_config"]["code"]["local"]["filename"] == str(wasm)
+    plugin = json.loads(wasm_config["configuration"]["value"])
+    assert {op["operation"] for op in plugin["operations"]} >= {"hello.SayHello", "catalog.GetProduct"}
+    assert "rest_transcoded" not in plugin
+    # The user's access log stays, ours is appended; tracing is added (there was none).
+    assert [log["name"] for log in hcm["access_log"]] == ["envoy.access_loggers.stdout", "wirelens.access_log"]
+    assert hcm["tracing"]["provider"]["typed_config"]["grpc_service"]["envoy_grpc"]["cluster_name"] == \
+        "wirelens_otel_collector"
+    assert [t["tag"] for t in hcm["tracing"]["custom_tags"]] == [t["tag"] for t in render.span_tags()]
+    assert [c["name"] for c in config["static_resources"]["clusters"]] == ["backend", "wirelens_otel_collector"]
+    # The TCP listener is untouched, and every line of the user's file is still there, comments included.
+    assert config["static_resources"]["listeners"][1] == load(FRONT_PROXY)["static_resources"]["listeners"][1]
+    out_lines = out.splitlines()
+    assert all(line in out_lines for line in FRONT_PROXY.splitlines()), "a line of the input was changed"
+    assert 'listener "ingress"' in err and 'listener "metrics": no HTTP connection manager' in err
+
+
+def test_twice_is_once_and_remove_gives_back_the_original_bytes(tmp_path, wasm, capsys):
+    source = tmp_path / "envoy.yaml"
+    source.write_text(FRONT_PROXY)
+    flags = ["--wasm", str(wasm), "--descriptor-set", str(DESCRIPTORS), "--collector", "collector.observability:4317"]
+    _, once, _ = run([str(source), *flags], capsys)
+    injected = tmp_path / "injected.yaml"
+    injected.write_text(once)
+    _, twice, _ = run([str(injected), *flags], capsys)
+    assert twice == once
+    code, removed, err = run([str(injected), "--remove"], capsys)
+    assert code == 0, err
+    assert removed == FRONT_PROXY
+    # A DNS name for the Collector gets a DNS cluster.
+    (cluster,) = [c for c in load(once)["static_resources"]["clusters"] if c["name"] == "wirelens_otel_collector"]
+    assert cluster["type"] == "STRICT_DNS"
+
+
+def test_json_stays_json_and_comes_back_equal(tmp_path, wasm, capsys):
+    original = load(FRONT_PROXY)
+    source = tmp_path / "envoy.json"
+    source.write_text(json.dumps(original, indent=4))
+    _, out, _ = run([str(source), "--wasm", str(wasm)], capsys)
+    injected = json.loads(out)
+    assert hcm_of(injected)["http_filters"][0]["name"] == "wirelens"
+    (tmp_path / "injected.json").write_text(out)
+    _, removed, _ = run([str(tmp_path / "injected.json"), "--remove"], capsys)
+    assert removed == source.read_text()
+
+
+def test_existing_tracer_is_kept_and_gets_the_tags(tmp_path, wasm, capsys):
+    config = load(FRONT_PROXY)
+    tracing = {"provider": {"name": "envoy.tracers.zipkin", "typed_config": {
+        "@type": "type.googleapis.com/envoy.config.trace.v3.ZipkinConfig", "collector_cluster": "zipkin",
+        "collector_endpoint": "/api/v2/spans", "collector_endpoint_version": "HTTP_JSON"}},
+        "custom_tags": [{"tag": "team", "literal": {"value": "edge"}}]}
+    hcm_of(config)["tracing"] = tracing
+    source = tmp_path / "envoy.json"
+    source.write_text(json.dumps(config))
+    code, out, err = run([str(source), "--wasm", str(wasm), "--access-log", "file",
+                          "--access-log-path", str(tmp_path / "access.jsonl")], capsys)
+    assert code == 0, err
+    hcm = hcm_of(json.loads(out))
+    assert hcm["tracing"]["provider"] == tracing["provider"]
+    assert [t["tag"] for t in hcm["tracing"]["custom_tags"]] == ["team"] + [t["tag"] for t in render.span_tags()]
+    assert "kept your tracer envoy.tracers.zipkin" in err
+    # The file sink needs no Collector cluster, and the tracer is the user's: none is added.
+    assert [c["name"] for c in json.loads(out)["static_resources"]["clusters"]] == ["backend"]
+    assert hcm["access_log"][-1]["typed_config"]["path"] == str(tmp_path / "access.jsonl")
+
+
+def test_transcoding_hcm_records_rest_transcoded_from_its_own_descriptor(tmp_path, wasm, capsys):
+    config = load(FRONT_PROXY)
+    hcm_of(config)["http_filters"].insert(0, {
+        "name": "envoy.filters.http.grpc_json_transcoder",
+        "typed_config": {"@type": "type.googleapis.com/" + inject.TRANSCODER_TYPE,
+                         "proto_descriptor": str(DESCRIPTORS), "services": ["wirelens.v1.Hello"]}})
+    source = tmp_path / "envoy.json"
+    source.write_text(json.dumps(config))
+    code, out, err = run([str(source), "--wasm", str(wasm)], capsys)
+    assert code == 0, err
+    first = hcm_of(json.loads(out))["http_filters"][0]
+    assert first["name"] == "wirelens_transcoded"
+    plugin = json.loads(first["typed_config"]["config"]["configuration"]["value"])
+    assert plugin["rest_transcoded"] is True
+    assert "hello.SayHello" in {op["operation"] for op in plugin["operations"]}
+    assert "grpc_json_transcoder's proto_descriptor" in err
+
+
+def test_users_own_services_are_mapped(tmp_path, wasm, capsys):
+    proto = tmp_path / "shop" / "v1" / "cart.proto"
+    proto.parent.mkdir(parents=True)
+    proto.write_text('syntax = "proto3";\npackage shop.v1;\nimport "google/api/annotations.proto";\n'
+                     "message AddRequest { string sku = 1; }\nmessage AddReply { int32 items = 1; }\n"
+                     "service Cart { rpc Add(AddRequest) returns (AddReply) {\n"
+                     '  option (google.api.http) = { post: "/v1/cart/{sku}" body: "*" }; } }\n')
+    descriptors = tmp_path / "shop.pb"
+    includes = subprocess.run([sys.executable, "-c", "import os, google.api, grpc_tools;"
+                               "print(os.path.join(os.path.dirname(grpc_tools.__file__), '_proto'));"
+                               "print(os.path.dirname(os.path.dirname(list(google.api.__path__)[0])))"],
+                              capture_output=True, text=True, check=True).stdout.split()
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp_path}", *(f"-I{i}" for i in includes),
+                    "--include_imports", f"--descriptor_set_out={descriptors}", "shop/v1/cart.proto"], check=True)
+    source = tmp_path / "envoy.yaml"
+    source.write_text(FRONT_PROXY)
+    code, out, err = run([str(source), "--wasm", str(wasm), "--descriptor-set", str(descriptors)], capsys)
+    assert code == 0, err
+    plugin = json.loads(hcm_of(load(out))["http_filters"][0]["typed_config"]["config"]["configuration"]["value"])
+    assert plugin["operations"] == [{
+        "grpc_path": "/shop.v1.Cart/Add", "operation": "cart.Add", "rpc_service": "shop.v1.Cart",
+        "rpc_method": "Add", "streaming": "unary", "http_rules": [{"method": "POST", "pattern": "/v1/cart/{sku}"}]}]
+
+
+def test_listener_flag_picks_hcms(tmp_path, wasm, capsys):
+    source = tmp_path / "envoy.yaml"
+    source.write_text(FRONT_PROXY)
+    code, _, err = run([str(source), "--wasm", str(wasm), "--listener", "nope"], capsys)
+    assert code == 1
+    assert "--listener nope: no static listener has that name (listeners: ingress, metrics)" in err
+
+
+def test_what_it_cannot_handle_is_named_with_what_to_do(tmp_path, wasm, capsys):
+    config = load(FRONT_PROXY)
+    config["dynamic_resources"] = {"lds_config": {"ads": {}}}
+    config["static_resources"]["listeners"].append({
+        "name": "from_control_plane", "address": {"socket_address": {"address": "127.0.0.1", "port_value": 1}},
+        "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager",
+                                        "config_discovery": {"config_source": {"ads": {}},
+                                                             "type_urls": [HCM_TYPE]}}]}]})
+    config["static_resources"]["listeners"].append({
+        "name": "struct", "address": {"socket_address": {"address": "127.0.0.1", "port_value": 2}},
+        "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager",
+                                        "typed_config": {"@type": "type.googleapis.com/udpa.type.v1.TypedStruct",
+                                                         "type_url": HCM_TYPE, "value": {}}}]}]})
+    source = tmp_path / "envoy.json"
+    source.write_text(json.dumps(config))
+    code, out, err = run([str(source), "--wasm", str(wasm)], capsys)
+    assert code == 0, err  # the static HCM was injected; the others are reported
+    assert "cannot inject: listeners from LDS (dynamic_resources.lds_config)" in err and "ECDS" in err
+    assert 'cannot inject: listener "from_control_plane" (filter chain 0): its HTTP connection manager comes ' \
+           "from a discovery service" in err
+    assert 'cannot inject: listener "struct" (filter chain 0): the HTTP connection manager is written as a ' \
+           "udpa.type.v1.TypedStruct" in err
+
+
+def test_nothing_to_inject_fails_and_bad_input_is_named(tmp_path, wasm, capsys):
+    source = tmp_path / "envoy.yaml"
+    source.write_text("static_resources:\n  listeners: []\n")
+    assert run([str(source), "--wasm", str(wasm)], capsys)[0] == 1
+    source.write_text("static_resources: [\n")
+    code, _, err = run([str(source), "--wasm", str(wasm)], capsys)
+    assert code == 1 and f"{source}: not valid YAML" in err
+    bad = tmp_path / "bad.pb"
+    bad.write_bytes(b"\xff\xff\xff")
+    source.write_text(FRONT_PROXY)
+    code, _, err = run([str(source), "--wasm", str(wasm), "--descriptor-set", str(bad)], capsys)
+    assert code == 1 and "not a FileDescriptorSet" in err
+    code, _, err = run([str(source), "--wasm", str(tmp_path / "missing.wasm")], capsys)
+    assert code == 1 and "missing.wasm: no such file" in err
+
+
+def test_diff_shows_only_the_change(tmp_path, wasm, capsys):
+    source = tmp_path / "envoy.yaml"
+    source.write_text(FRONT_PROXY)
+    code, out, _ = run([str(source), "--wasm", str(wasm), "--diff"], capsys)
+    assert code == 0
+    removed = [line for line in out.splitlines() if line.startswith("-") and not line.startswith("---")]
+    assert removed == []
+    assert "+                  - name: wirelens" in out
+
+
+def test_ecds_serves_the_filter_from_a_file_and_updates_it(tmp_path, wasm, capsys):
+    source = tmp_path / "envoy.yaml"
+    source.write_text(FRONT_PROXY)
+    ecds = tmp_path / "ecds"
+    code, out, err = run([str(source), "--wasm", str(wasm), "--ecds-dir", str(ecds)], capsys)
+    assert code == 0, err
+    entry = hcm_of(load(out))["http_filters"][0]
+    discovery = entry["config_discovery"]
+    resource_file = ecds / "wirelens.json"
+    assert discovery["config_source"]["path_config_source"]["path"] == str(resource_file)
+    assert discovery["type_urls"] == [inject.WASM_TYPE]
+    assert "--service-node" in err  # this bootstrap has no node: ECDS needs one
+    (resource,) = json.loads(resource_file.read_text())["resources"]
+    assert resource["name"] == "wirelens" and resource["typed_config"] == discovery["default_config"]
+    code_file = Path(resource["typed_config"]["config"]["vm_config"]["code"]["local"]["filename"])
+    assert code_file.parent == ecds and code_file.read_bytes() == wasm.read_bytes()
+
+    code, _, err = run(["--update-ecds", "--ecds-dir", str(ecds), "--wasm", str(wasm), "--sample-rate", "0.25"], capsys)
+    assert code == 0, err
+    (resource,) = json.loads(resource_file.read_text())["resources"]
+    assert json.loads(resource["typed_config"]["config"]["configuration"]["value"])["sample_rate"] == 0.25
+    # A new build is a new file name, so the resource changes and Envoy reloads the module.
+    wasm.write_bytes(wasm.read_bytes() + b"\0")
+    run(["--update-ecds", "--ecds-dir", str(ecds), "--wasm", str(wasm)], capsys)
+    (resource,) = json.loads(resource_file.read_text())["resources"]
+    assert resource["typed_config"]["config"]["vm_config"]["code"]["local"]["filename"] != str(code_file)
+
+    (tmp_path / "injected.yaml").write_text(out)
+    assert run([str(tmp_path / "injected.yaml"), "--remove"], capsys)[1] == FRONT_PROXY
