@@ -575,13 +575,14 @@ def write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
-def write_ecds(directory: Path, resources: dict[str, dict], wasm: Path) -> list[Path]:
+def write_ecds(directory: Path, resources: dict[str, dict], wasm: Path | None) -> list[Path]:
     """One file per resource (ECDS takes exactly one resource per file), and the wasm it names."""
     written = []
-    code = ecds_wasm_path(directory, wasm)
-    if not code.exists():
-        write_atomically(code, wasm.read_bytes())
-        written.append(code)
+    if wasm is not None:
+        code = ecds_wasm_path(directory, wasm)
+        if not code.exists():
+            write_atomically(code, wasm.read_bytes())
+            written.append(code)
     for name, typed in sorted(resources.items()):
         resource = {"resources": [{"@type": TYPED_EXTENSION_CONFIG_TYPE, "name": name, "typed_config": typed}]}
         path = ecds_resource_path(directory, name)
@@ -592,21 +593,39 @@ def write_ecds(directory: Path, resources: dict[str, dict], wasm: Path) -> list[
     return written
 
 
-def update_ecds(directory: Path, options: Options) -> tuple[Report, list[Path]]:
-    """Rewrite the ECDS resources in directory with the current options (live update)."""
+def update_ecds(directory: Path, options: Options, new_wasm: bool) -> tuple[Report, list[Path]]:
+    """Change the ECDS resources in directory live: what the options name, the rest stays."""
     report = Report()
     names = [name for name in OUR_FILTER_NAMES if ecds_resource_path(directory, name).exists()]
     if not names:
         raise InjectError(f"{directory}: no wirelens ECDS resource here (expected "
-                          f"{ecds_resource_path(directory, FILTER_NAME).name}); run the injection with "
-                          "--ecds-dir first")
-    operations = operation_map({}, options, report)
+                          f"{ecds_resource_path(directory, FILTER_NAME).name}); inject with --ecds-dir first")
+    operations = operation_map({}, options, report) if options.descriptor_set is not None else None
     resources = {}
     for name in names:
-        code = ecds_wasm_path(directory, options.wasm)
-        resources[name] = wasm_config(options, name, plugin_config(options, operations, name == TRANSCODED_FILTER_NAME),
-                                      code)
-    return report, write_ecds(directory, resources, options.wasm)
+        path = ecds_resource_path(directory, name)
+        try:
+            (resource,) = json.loads(path.read_text())["resources"]
+            wasm = resource["typed_config"]["config"]
+            current = json.loads(wasm["configuration"]["value"])
+            code = Path(wasm["vm_config"]["code"]["local"]["filename"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InjectError(f"{path}: not a wirelens ECDS resource this tool wrote ({exc!r}); "
+                              "inject with --ecds-dir again") from None
+        changes = []
+        if operations is not None:
+            changes.append(f"operations {len(current.get('operations', []))} -> {len(operations)}")
+            current["operations"] = operations
+        if options.sample_rate is not None:
+            changes.append(f"sample_rate {current.get('sample_rate', 1)} -> {options.sample_rate}")
+            current["sample_rate"] = options.sample_rate
+        if new_wasm:
+            new_code = ecds_wasm_path(directory, options.wasm)
+            changes.append(f"module {code.name} -> {new_code.name}")
+            code = new_code
+        report.note(f"{name}: {', '.join(changes) or 'nothing to change'}")
+        resources[name] = wasm_config(options, name, json.dumps(current, separators=(",", ":")), code)
+    return report, write_ecds(directory, resources, options.wasm if new_wasm else None)
 
 
 # ---------------------------------------------------------------- command line
@@ -651,8 +670,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only services of PKG and its sub-packages (repeatable; default: all but google.*, grpc.*)")
     scope.add_argument("--all-packages", action="store_true", help=argparse.SUPPRESS)
     what.add_argument("--sample-rate", type=_rate, metavar="R", help="share of calls recorded, 0..1 (default 1)")
-    what.add_argument("--wasm", default=str(default_wasm), metavar="FILE",
-                      help="the filter's .wasm (default: %(default)s)")
+    what.add_argument("--wasm", metavar="FILE",
+                      help=f"the filter's .wasm (default: {default_wasm}; with --update-ecds: keep the module)")
     where = parser.add_argument_group("where the record goes")
     where.add_argument("--collector", type=_collector, default=("127.0.0.1", 4317), metavar="HOST:PORT",
                        help="the OpenTelemetry Collector's OTLP/gRPC receiver (default 127.0.0.1:4317)")
@@ -678,7 +697,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def options_from(args: argparse.Namespace) -> Options:
-    wasm = Path(args.wasm).resolve()
+    wasm = Path(args.wasm or HERE.parent / "build" / "wirelens_filter.wasm").resolve()
     if not wasm.is_file():
         raise InjectError(f"--wasm {wasm}: no such file (build it with `make filter`)")
     if args.access_log == "file" and not args.access_log_path:
@@ -709,7 +728,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.update_ecds:
             if not args.ecds_dir:
                 parser.error("--update-ecds needs --ecds-dir")
-            report, written = update_ecds(Path(args.ecds_dir).resolve(), options_from(args))
+            report, written = update_ecds(Path(args.ecds_dir).resolve(), options_from(args), bool(args.wasm))
             for note in report.notes:
                 say(note)
             say("\n".join(f"wrote {p}" for p in written) or "unchanged: the resources already say this")

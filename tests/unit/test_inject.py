@@ -292,15 +292,26 @@ def test_ecds_serves_the_filter_from_a_file_and_updates_it(tmp_path, wasm, capsy
     code_file = Path(resource["typed_config"]["config"]["vm_config"]["code"]["local"]["filename"])
     assert code_file.parent == ecds and code_file.read_bytes() == wasm.read_bytes()
 
-    code, _, err = run(["--update-ecds", "--ecds-dir", str(ecds), "--wasm", str(wasm), "--sample-rate", "0.25"], capsys)
+    def plugin() -> dict:
+        (resource,) = json.loads(resource_file.read_text())["resources"]
+        return json.loads(resource["typed_config"]["config"]["configuration"]["value"])
+
+    assert plugin()["operations"] == []
+    code, _, err = run(["--update-ecds", "--ecds-dir", str(ecds), "--sample-rate", "0.25"], capsys)
     assert code == 0, err
-    (resource,) = json.loads(resource_file.read_text())["resources"]
-    assert json.loads(resource["typed_config"]["config"]["configuration"]["value"])["sample_rate"] == 0.25
+    assert plugin() == {"operations": [], "sample_rate": 0.25}
+    assert "sample_rate 1 -> 0.25" in err
+    code, _, err = run(["--update-ecds", "--ecds-dir", str(ecds), "--descriptor-set", str(DESCRIPTORS)], capsys)
+    assert code == 0, err
+    assert plugin()["sample_rate"] == 0.25 and len(plugin()["operations"]) == 10  # what was not named stays
     # A new build is a new file name, so the resource changes and Envoy reloads the module.
     wasm.write_bytes(wasm.read_bytes() + b"\0")
     run(["--update-ecds", "--ecds-dir", str(ecds), "--wasm", str(wasm)], capsys)
     (resource,) = json.loads(resource_file.read_text())["resources"]
-    assert resource["typed_config"]["config"]["vm_config"]["code"]["local"]["filename"] != str(code_file)
+    new_code = Path(resource["typed_config"]["config"]["vm_config"]["code"]["local"]["filename"])
+    assert new_code != code_file and new_code.read_bytes() == wasm.read_bytes()
+    assert plugin()["sample_rate"] == 0.25
+    assert run(["--update-ecds", "--ecds-dir", str(tmp_path)], capsys)[0] == 1
 
     (tmp_path / "injected.yaml").write_text(out)
     assert run([str(tmp_path / "injected.yaml"), "--remove"], capsys)[1] == FRONT_PROXY

@@ -1,0 +1,400 @@
+"""End to end: wirelens injected into Envoy configs we did not write, measured live.
+
+For each config in tests/e2e/user_configs (shapes users run: a front proxy,
+a gRPC bridge, tracing already on, TLS, two listeners, per-route config,
+grpc-web + CORS, a transcoder), envoy/inject.py adds wirelens; real Envoy
+validates the result and serves known calls of every protocol the config
+carries, next to the original config. Checked: the responses are the same
+byte for byte, every call is exactly one row in ClickHouse with its
+operation, protocol, body bytes and messages, its span is in Jaeger, and
+--remove gives back the original file.
+
+The ECDS test changes the operation map, the sample rate and the module
+while traffic flows, and finds each switch at a known point in the rows.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import signal
+import socket
+import ssl
+import string
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+
+from conftest import ROOT, free_ports, stack
+from test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REQUEST, grpc_frame, poll, rows, traceparent
+
+USER_CONFIGS = ROOT / "tests" / "e2e" / "user_configs"
+CASES = json.loads((USER_CONFIGS / "cases.json").read_text())
+INJECT = [sys.executable, str(ROOT / "envoy" / "inject.py")]
+DESCRIPTORS = ROOT / "build" / "proto" / "wirelens.pb"
+WASM = ROOT / "build" / "wirelens_filter.wasm"
+# Headers that differ between any two responses, with or without wirelens.
+VARYING_HEADERS = {"date", "x-envoy-upstream-service-time"}
+GRPC_FAMILY = {"grpc", "grpc-web", "grpc-web-text"}
+
+
+# ---------------------------------------------------------------- Envoy processes
+
+
+class Envoy:
+    """One Envoy we start and stop ourselves, by pid."""
+
+    def __init__(self, config: Path, admin_port: int, log: Path, extra: tuple[str, ...] = ()):
+        self.admin_port = admin_port
+        self.log = log
+        with open(log, "wb") as out:
+            self.process = subprocess.Popen(
+                [str(stack.envoy_binary()), "-c", str(config), "--disable-hot-restart", "--concurrency", "1",
+                 "--log-level", "warn", *extra], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while not self.ready():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                pytest.fail(f"Envoy with {config.name} did not become ready "
+                            f"({'exited ' + str(self.process.returncode) if self.process.poll() is not None else 'timeout'})"
+                            f":\n{log.read_text()[-3000:]}")
+            time.sleep(0.1)  # polling interval under a deadline
+
+    def ready(self) -> bool:
+        try:
+            return "LIVE" in urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/ready", timeout=1).read().decode()
+        except OSError:
+            return False
+
+    def stat(self, name: str) -> int:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/stats?filter=^{name}$", timeout=5).read()
+        for line in text.decode().splitlines():
+            key, _, value = line.partition(": ")
+            if key == name:
+                return int(value)
+        return 0
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+
+def validate(config: Path, node_flags: tuple[str, ...]) -> str:
+    result = subprocess.run([str(stack.envoy_binary()), "--mode", "validate", "-c", str(config),
+                             "--disable-hot-restart", "--log-level", "error", *node_flags],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"envoy --mode validate {config.name}:\n{result.stdout}{result.stderr}"
+    return result.stdout.strip()
+
+
+# ---------------------------------------------------------------- clients
+
+
+@dataclass
+class Answer:
+    status: str                       # HTTP status, or the gRPC code
+    headers: dict[str, str]
+    body: bytes
+    request_body_bytes: int
+    response_body_bytes: int          # what crossed the wire to the client as body (gRPC: the frames)
+    request_messages: int = 0
+    response_messages: int = 0
+
+    def seen_by_client(self) -> tuple:
+        return self.status, {k: v for k, v in self.headers.items() if k not in VARYING_HEADERS}, self.body
+
+
+def _http(port: int, tls: Path | None, method: str, path: str, body: bytes, headers: dict[str, str]):
+    if tls:
+        context = ssl.create_default_context(cafile=str(tls))
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=20, context=context)
+    else:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    conn.request(method, path, body=body, headers=headers)
+    response = conn.getresponse()
+    data = response.read()
+    conn.close()
+    return response.status, {k.lower(): v for k, v in response.getheaders()}, data
+
+
+def call(protocol: str, port: int, call_spec: dict, tls: Path | None, extra_headers: dict[str, str]) -> Answer:
+    authority = call_spec.get("authority")
+    headers = dict(extra_headers)
+    if authority:
+        headers["host"] = authority
+    if protocol in ("rest", "rest-transcoded"):
+        status, got, body = _http(port, tls, "POST", "/v1/hello", REST_REQUEST,
+                                  {**headers, "content-type": "application/json"})
+        return Answer(str(status), got, body, len(REST_REQUEST), len(body))
+    if protocol == "rest-proto":
+        status, got, body = _http(port, tls, "POST", "/v1/hello", HELLO_REQUEST,
+                                  {**headers, "content-type": "application/x-protobuf",
+                                   "accept": "application/x-protobuf"})
+        return Answer(str(status), got, body, len(HELLO_REQUEST), len(body))
+    if protocol in ("grpc-web", "grpc-web-text") or call_spec.get("http1"):
+        frame = grpc_frame(HELLO_REQUEST)
+        if protocol == "grpc-web":
+            sent, kind = frame, {"content-type": "application/grpc-web+proto", "x-grpc-web": "1"}
+        elif protocol == "grpc-web-text":
+            sent, kind = base64.b64encode(frame), {"content-type": "application/grpc-web-text", "x-grpc-web": "1",
+                                                    "accept": "application/grpc-web-text"}
+        else:                          # gRPC over HTTP/1.1, for grpc_http1_bridge
+            sent, kind = frame, {"content-type": "application/grpc", "te": "trailers"}
+        status, got, body = _http(port, tls, "POST", "/wirelens.v1.Hello/SayHello", sent, {**headers, **kind})
+        return Answer(str(status), got, body, len(sent), len(body), 1, 1)
+    assert protocol == "grpc", protocol
+    target = f"127.0.0.1:{port}"
+    options = [("grpc.default_authority", authority)] if authority else []
+    channel = (grpc.secure_channel(target, grpc.ssl_channel_credentials(tls.read_bytes()), options)
+               if tls else grpc.insecure_channel(target, options))
+    with channel:
+        reply, rpc = channel.unary_unary("/wirelens.v1.Hello/SayHello").with_call(
+            HELLO_REQUEST, timeout=20, metadata=list(headers.items()))
+        metadata = {k: v for k, v in (*rpc.initial_metadata(), *rpc.trailing_metadata())}
+    return Answer(rpc.code().name, metadata, reply, 5 + len(HELLO_REQUEST), 5 + len(reply), 1, 1)
+
+
+# ---------------------------------------------------------------- the proof on users' configs
+
+
+@pytest.fixture(scope="module")
+def tls_cert(tmp_path_factory) -> tuple[Path, Path]:
+    directory = tmp_path_factory.mktemp("tls")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+def render_case(case: dict, settings: dict, tls_cert, ports: dict[str, int]) -> str:
+    template = string.Template((USER_CONFIGS / case["file"]).read_text())
+    return template.substitute(
+        {name: str(port) for name, port in ports.items()},
+        REST_PORT=settings["WIRELENS_REST_PORT"], GRPC_PORT=settings["WIRELENS_GRPC_PORT"],
+        OTEL_PORT=settings["WIRELENS_COLLECTOR_OTLP_PORT"], CERT_FILE=str(tls_cert[0]), KEY_FILE=str(tls_cert[1]),
+        DESCRIPTOR_SET=str(DESCRIPTORS))
+
+
+def new_ports() -> dict[str, int]:
+    return dict(zip(("LISTEN_PORT", "LISTEN_PORT_2", "ADMIN_PORT"), free_ports(3)))
+
+
+def node_flags(case: dict) -> tuple[str, ...]:
+    return () if case["has_node"] else ("--service-node", f"{case['name']}-1", "--service-cluster", case["name"])
+
+
+def jaeger_trace(settings, trace_id: str) -> dict | None:
+    url = f"http://127.0.0.1:{settings['WIRELENS_JAEGER_QUERY_PORT']}/api/traces/{trace_id}"
+    try:
+        data = json.loads(urllib.request.urlopen(url, timeout=5).read()).get("data") or []
+    except OSError:
+        return None
+    return data[0] if data else None
+
+
+def wirelens_span(trace: dict | None) -> tuple[dict, str] | None:
+    """The span of a trace that carries the wirelens record, and its service name."""
+    for span in (trace or {}).get("spans", []):
+        tags = {t["key"]: t["value"] for t in span.get("tags", [])}
+        if "wirelens.protocol" in tags:
+            return tags, trace["processes"][span["processID"]]["serviceName"]
+    return None
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_injected_user_config_measures_every_call_and_changes_nothing(local_stack, case, tmp_path, tls_cert):
+    settings = local_stack
+    suffix = Path(case["file"]).suffix
+    original_ports, injected_ports = new_ports(), new_ports()
+    original = tmp_path / f"original{suffix}"
+    original.write_text(render_case(case, settings, tls_cert, original_ports))
+    users = tmp_path / f"envoy{suffix}"
+    users.write_text(render_case(case, settings, tls_cert, injected_ports))
+    injected = tmp_path / f"envoy-wirelens{suffix}"
+    # The transcoder's config names its own descriptor set; the tool must find it there.
+    descriptor = [] if case["name"] == "grpc-json-transcoder" else ["--descriptor-set", str(DESCRIPTORS)]
+    result = subprocess.run([*INJECT, str(users), "-o", str(injected), "--wasm", str(WASM), *descriptor,
+                             "--collector", f"127.0.0.1:{settings['WIRELENS_COLLECTOR_OTLP_PORT']}"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    listener_names = {listener["name"] for listener in case["listeners"]}
+    assert all(f'listener "{name}"' in result.stderr for name in listener_names), result.stderr
+    validate(original, node_flags(case))
+    validate(injected, node_flags(case))
+
+    run_id = f"inject-{case['name']}-{uuid.uuid4().hex[:8]}"
+    envoys = []
+    try:
+        envoys.append(Envoy(original, original_ports["ADMIN_PORT"], tmp_path / "original.log", node_flags(case)))
+        envoys.append(Envoy(injected, injected_ports["ADMIN_PORT"], tmp_path / "injected.log", node_flags(case)))
+        expected: dict[str, tuple[str, Answer]] = {}
+        for listener in case["listeners"]:
+            tls = tls_cert[0] if listener["tls"] else None
+            for spec in listener["calls"]:
+                protocol = spec["protocol"]
+                before = call(protocol, original_ports[listener["port"]], spec, tls, {"traceparent": traceparent()[1]})
+                trace_id, tp = traceparent()
+                after = call(protocol, injected_ports[listener["port"]], spec, tls,
+                             {"traceparent": tp, "x-wirelens-run": run_id})
+                assert after.seen_by_client() == before.seen_by_client(), \
+                    f"{protocol} on {listener['name']}: wirelens changed what the client sees"
+                assert after.status in ("200", "OK"), (protocol, after)
+                expected[trace_id] = (protocol, after)
+        # Envoy batches access-log records and spans: it runs until they have arrived.
+        check_rows_and_spans(settings, case, run_id, expected)
+    finally:
+        for envoy in envoys:
+            envoy.stop()
+
+    removed = subprocess.run([*INJECT, "--remove", str(injected)], capture_output=True, text=True, timeout=60)
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout == users.read_text(), "--remove did not give back the original file"
+
+
+def check_rows_and_spans(settings, case: dict, run_id: str, expected: dict) -> None:
+
+    columns = ("trace_id, protocol, operation, rpc_service, rpc_method, request_body_bytes, response_body_bytes, "
+               "request_messages, response_messages, grpc_status, http_status")
+    query = f"SELECT {columns} FROM wirelens.requests FINAL WHERE run_id = '{run_id}' ORDER BY trace_id"
+    poll(f"{len(expected)} rows of run {run_id}", lambda: rows(settings, query),
+         lambda seen: len(seen) >= len(expected))
+    got = {row[0]: row[1:] for row in rows(settings, query)}
+    assert len(rows(settings, query)) == len(expected), "more rows than calls"
+    for trace_id, (protocol, answer) in expected.items():
+        grpc_status = "0" if protocol in GRPC_FAMILY else got.get(trace_id, [None] * 10)[8]
+        assert got.get(trace_id) == [
+            protocol, "hello.SayHello", "wirelens.v1.Hello", "SayHello", str(answer.request_body_bytes),
+            str(answer.response_body_bytes), str(answer.request_messages), str(answer.response_messages),
+            grpc_status, "200"], f"{protocol} call {trace_id}: row differs"
+
+    tracer_service = "edge-proxy" if case["name"] == "otel-tracing" else "wirelens-envoy"
+    for trace_id, (protocol, answer) in expected.items():
+        tags, service = poll(f"the span of the {protocol} call {trace_id} in Jaeger",
+                             lambda: wirelens_span(jaeger_trace(settings, trace_id)), lambda found: found is not None)
+        assert service == tracer_service
+        assert tags["wirelens.protocol"] == protocol and tags["wirelens.operation"] == "hello.SayHello"
+        assert tags["http.request.body.size"] == answer.request_body_bytes
+        if case["name"] == "otel-tracing":   # the user's own tags stay on the span
+            assert tags["deployment.environment"] == "staging"
+
+
+
+# ---------------------------------------------------------------- live updates through ECDS
+
+
+def with_custom_section(wasm: bytes, name: str, payload: bytes) -> bytes:
+    """The same module with one more custom section: a new build as far as Envoy can tell."""
+    def leb128(n: int) -> bytes:
+        out = bytearray()
+        while True:
+            byte, n = n & 0x7F, n >> 7
+            out.append(byte | (0x80 if n else 0))
+            if not n:
+                return bytes(out)
+    content = leb128(len(name)) + name.encode() + payload
+    return wasm + b"\x00" + leb128(len(content)) + content
+
+
+class Traffic(threading.Thread):
+    """REST calls one after another until stopped; counts the ones that did not answer 200."""
+
+    def __init__(self, port: int, run_id: str):
+        super().__init__(daemon=True)
+        self.port, self.run_id = port, run_id
+        self.sent = self.failed = 0
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                status, _, _ = _http(self.port, None, "POST", "/v1/hello", REST_REQUEST,
+                                     {"content-type": "application/json", "x-wirelens-run": self.run_id})
+                self.failed += status != 200
+            except OSError:
+                self.failed += 1
+            self.sent += 1
+
+
+def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, tmp_path, tls_cert):
+    settings = local_stack
+    case = next(c for c in CASES if c["name"] == "grpc-web-cors")
+    ports = new_ports()
+    users = tmp_path / "envoy.yaml"
+    users.write_text(render_case(case, settings, tls_cert, ports))
+    ecds = tmp_path / "ecds"
+    injected = tmp_path / "envoy-wirelens.yaml"
+    # Start without an operation map: REST calls get no operation until the map arrives.
+    result = subprocess.run([*INJECT, str(users), "-o", str(injected), "--wasm", str(WASM), "--ecds-dir", str(ecds),
+                             "--collector", f"127.0.0.1:{settings['WIRELENS_COLLECTOR_OTLP_PORT']}"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    validate(injected, ())
+    reload_stat = "extension_config_discovery.http_filter.wirelens.config_reload"
+    envoy = Envoy(injected, ports["ADMIN_PORT"], tmp_path / "envoy.log")
+    run = f"ecds-{uuid.uuid4().hex[:8]}"
+    background = Traffic(ports["LISTEN_PORT"], f"{run}-background")
+    per_phase = 20
+
+    def phase(name: str) -> None:
+        for _ in range(per_phase):
+            status, _, _ = _http(ports["LISTEN_PORT"], None, "POST", "/v1/hello", REST_REQUEST,
+                                 {"content-type": "application/json", "x-wirelens-run": f"{run}-{name}"})
+            assert status == 200
+
+    def update(*flags: str) -> None:
+        reloads = envoy.stat(reload_stat)
+        done = subprocess.run([*INJECT, "--update-ecds", "--ecds-dir", str(ecds), *flags],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        # The known point: Envoy has taken the new resource.
+        poll(f"{reload_stat} > {reloads} after --update-ecds {' '.join(flags)}", lambda: envoy.stat(reload_stat),
+             lambda seen: seen > reloads, timeout_s=30)
+
+    upgraded = tmp_path / "wirelens_filter-upgraded.wasm"
+    upgraded.write_bytes(with_custom_section(WASM.read_bytes(), "wirelens.build", run.encode()))
+    try:
+        background.start()
+        phase("no-map")
+        update("--descriptor-set", str(DESCRIPTORS))
+        phase("map")
+        update("--sample-rate", "0")
+        phase("unsampled")
+        vms = envoy.stat("wasm.envoy.wasm.runtime.v8.created")
+        update("--sample-rate", "1", "--wasm", str(upgraded))
+        assert envoy.stat("wasm.envoy.wasm.runtime.v8.created") > vms, "the new module did not start a new VM"
+        phase("upgraded")
+        background.stopping.set()
+        background.join(30)
+        assert background.sent > 0 and background.failed == 0, \
+            f"{background.failed} of {background.sent} calls failed while the filter was reconfigured"
+        query = (f"SELECT run_id, operation, count() FROM wirelens.requests FINAL WHERE run_id LIKE '{run}-%' "
+                 f"AND run_id != '{run}-background' GROUP BY run_id, operation ORDER BY run_id")
+        want = [[f"{run}-map", "hello.SayHello", str(per_phase)], [f"{run}-no-map", "", str(per_phase)],
+                [f"{run}-upgraded", "hello.SayHello", str(per_phase)]]
+        # Envoy batches access-log records: it runs until they have arrived.
+        poll(f"the rows of the ECDS phases of run {run}", lambda: rows(settings, query),
+             lambda seen: sum(int(r[2]) for r in seen) >= 3 * per_phase)
+        assert rows(settings, query) == want
+    finally:
+        background.stopping.set()
+        envoy.stop()
+    # Background calls made while sampling was on are rows, none twice.
+    background_rows = int(rows(settings, f"SELECT count() FROM wirelens.requests FINAL "
+                                         f"WHERE run_id = '{run}-background'")[0][0])
+    assert 0 < background_rows <= background.sent
