@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """wirelens inject: add the wirelens filter to an Envoy config you already run.
 
-    inject.py envoy.yaml > envoy-wirelens.yaml          add wirelens to every HTTP connection manager
-    inject.py --diff envoy.yaml                         show the change instead
-    inject.py --remove envoy-wirelens.yaml              take it out again
-    inject.py --ecds-dir /etc/envoy/wirelens envoy.yaml serve the filter through ECDS (live updates)
-    inject.py --update-ecds --ecds-dir DIR --sample-rate 0.1   change it live
+    wirelens inject envoy.yaml > envoy-wirelens.yaml          add wirelens to every HTTP connection manager
+    wirelens inject --diff envoy.yaml                         show the change instead
+    wirelens inject --remove envoy-wirelens.yaml              take it out again
+    wirelens inject --ecds-dir /etc/envoy/wirelens envoy.yaml serve the filter through ECDS (live updates)
+    wirelens inject --update-ecds --ecds-dir DIR --sample-rate 0.1   change it live
 
 In every HTTP connection manager of the bootstrap's static listeners (or
 those named with --listener) it puts the wirelens wasm filter first among
@@ -529,8 +529,14 @@ def inject(doc: Document, options: Options) -> Report:
             render.otlp_cluster(COLLECTOR_CLUSTER, options.collector_host, options.collector_port))
         report.note(f"+ cluster {COLLECTOR_CLUSTER}: the Collector's OTLP/gRPC endpoint "
                     f"{options.collector_host}:{options.collector_port}")
+    node = bootstrap.get("node") or {}
+    if options.access_log == "file" and report.injected:
+        resource = {**render.ACCESS_LOG_RESOURCE, "log_name": "wirelens",
+                    "node_name": node.get("id", "<--service-node>"), "cluster_name": node.get("cluster", "<--service-cluster>")}
+        report.note(f"ship the file to the Collector with logship: bin/logship -file {options.access_log_path} "
+                    f"-endpoint {options.collector_host}:{options.collector_port} "
+                    f"-resource {render.resource_flag(resource)}")
     if options.ecds_dir is not None and report.injected:
-        node = bootstrap.get("node") or {}
         if not (node.get("id") and node.get("cluster")):
             report.note("! ECDS needs a node id and cluster: this bootstrap has none, so start Envoy with "
                         "--service-node and --service-cluster")
@@ -651,7 +657,7 @@ def _rate(value: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     default_wasm = HERE.parent / "build" / "wirelens_filter.wasm"
     parser = argparse.ArgumentParser(
-        prog="wirelens inject", description=__doc__.split("\n\n")[2],
+        prog="wirelens inject", description="\n\n".join(__doc__.split("\n\n")[1:3]),
         epilog=f"Guide: {GUIDE}. What was changed is reported on stderr; the config goes to stdout or -o.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("config", nargs="?", help="Envoy v3 bootstrap, YAML or JSON ('-' for stdin)")

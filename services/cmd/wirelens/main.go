@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -38,12 +39,15 @@ Commands:
            self-contained HTML page with charts and links to the traces
   trace    print one trace from Jaeger as a tree of spans with their
            wirelens.*, rpc.* and http.* tags
+  inject   add wirelens to an Envoy config you already run (or --remove it,
+           --diff, --update-ecds for live changes); envoy/INJECT.md
   help     this text; "wirelens help <command>" for a command's flags
 
 Examples:
   wirelens report --since 15m
   wirelens report --run demo-1 --html report.html
   wirelens trace 4bf92f3577b34da6a3ce929d0e0e4736
+  wirelens inject --descriptor-set services.pb envoy.yaml > envoy-wirelens.yaml
 
 Environment:
   WIRELENS_CLICKHOUSE_URL  ClickHouse's HTTP interface (default ` + defaultClickHouse + `)
@@ -123,10 +127,55 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runReport(ctx, args[1:], stdout, stderr)
 	case "trace":
 		return runTrace(ctx, args[1:], stdout, stderr)
+	case "inject":
+		return runInject(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "wirelens: unknown command %q\n\n%s", args[0], mainUsage)
 		return 2
 	}
+}
+
+// runInject hands over to envoy/inject.py in the checkout, with the
+// checkout's Python (.venv): the injector shares the operation-map code of
+// proto/opmap.py and the record's fields of envoy/render.py, so it is not
+// written twice.
+func runInject(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := checkoutDir()
+	script := filepath.Join(root, "envoy", "inject.py")
+	python := filepath.Join(root, ".venv", "bin", "python")
+	for _, need := range []string{script, python} {
+		if _, err := os.Stat(need); err != nil {
+			fmt.Fprintf(stderr, "wirelens inject: %s is missing: run `make venv` in the wirelens checkout "+
+				"(found by WIRELENS_HOME, else the directory above this binary)\n", need)
+			return 1
+		}
+	}
+	cmd := exec.CommandContext(ctx, python, append([]string{script}, args...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode()
+		}
+		fmt.Fprintf(stderr, "wirelens inject: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// checkoutDir is WIRELENS_HOME, else the directory above the binary
+// (bin/wirelens in a checkout).
+func checkoutDir() string {
+	if dir := os.Getenv("WIRELENS_HOME"); dir != "" {
+		return dir
+	}
+	if exe, err := os.Executable(); err == nil {
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		return filepath.Clean(filepath.Join(filepath.Dir(exe), ".."))
+	}
+	return "."
 }
 
 // usageError is bad usage: exit status 2, with the command's usage.

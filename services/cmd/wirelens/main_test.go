@@ -122,3 +122,28 @@ func TestReportWritesHTMLAndExits1OnAQueryError(t *testing.T) {
 		t.Errorf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
 }
+
+func TestInjectHandsOverToTheCheckoutsInjector(t *testing.T) {
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, ".venv", "bin", "python")); err != nil {
+		t.Skip("no .venv in this checkout (make venv)")
+	}
+	t.Setenv("WIRELENS_HOME", root)
+	code, out, _ := runCmd(t, "inject", "--help")
+	if code != 0 || !strings.Contains(out, "--descriptor-set") || !strings.Contains(out, "--remove") {
+		t.Fatalf("wirelens inject --help: exit %d, output:\n%s", code, out)
+	}
+	code, _, errOut := runCmd(t, "inject", filepath.Join(t.TempDir(), "missing.yaml"))
+	if code != 1 || !strings.Contains(errOut, "missing.yaml") {
+		t.Fatalf("a missing config: exit %d, stderr:\n%s", code, errOut)
+	}
+
+	t.Setenv("WIRELENS_HOME", t.TempDir())
+	code, _, errOut = runCmd(t, "inject", "envoy.yaml")
+	if code != 1 || !strings.Contains(errOut, "make venv") {
+		t.Fatalf("without a checkout: exit %d, stderr:\n%s", code, errOut)
+	}
+}
