@@ -20,7 +20,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import ssl
 import string
 import subprocess
@@ -36,7 +35,7 @@ import grpc
 import pytest
 
 from conftest import ROOT, free_ports, stack
-from test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REQUEST, grpc_frame, poll, rows, traceparent
+from test_local_stack import HELLO_REQUEST, REST_REQUEST, grpc_frame, poll, rows, traceparent, varint
 
 USER_CONFIGS = ROOT / "tests" / "e2e" / "user_configs"
 CASES = json.loads((USER_CONFIGS / "cases.json").read_text())
@@ -300,15 +299,8 @@ def check_rows_and_spans(settings, case: dict, run_id: str, expected: dict) -> N
 
 def with_custom_section(wasm: bytes, name: str, payload: bytes) -> bytes:
     """The same module with one more custom section: a new build as far as Envoy can tell."""
-    def leb128(n: int) -> bytes:
-        out = bytearray()
-        while True:
-            byte, n = n & 0x7F, n >> 7
-            out.append(byte | (0x80 if n else 0))
-            if not n:
-                return bytes(out)
-    content = leb128(len(name)) + name.encode() + payload
-    return wasm + b"\x00" + leb128(len(content)) + content
+    content = varint(len(name)) + name.encode() + payload   # sizes are LEB128, as protobuf varints
+    return wasm + b"\x00" + varint(len(content)) + content
 
 
 class Traffic(threading.Thread):

@@ -163,19 +163,28 @@ func runInject(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return 0
 }
 
-// checkoutDir is WIRELENS_HOME, else the directory above the binary
-// (bin/wirelens in a checkout).
+// checkoutDir is WIRELENS_HOME, else the checkout this binary was built into.
 func checkoutDir() string {
 	if dir := os.Getenv("WIRELENS_HOME"); dir != "" {
 		return dir
 	}
-	if exe, err := os.Executable(); err == nil {
-		if real, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = real
-		}
-		return filepath.Clean(filepath.Join(filepath.Dir(exe), ".."))
+	if dir := binaryCheckout(); dir != "" {
+		return dir
 	}
 	return "."
+}
+
+// binaryCheckout is the directory above the binary (bin/wirelens in a
+// checkout), or "" when the binary's path is unknown.
+func binaryCheckout() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
+	return filepath.Clean(filepath.Join(filepath.Dir(exe), ".."))
 }
 
 // usageError is bad usage: exit status 2, with the command's usage.
@@ -243,13 +252,10 @@ func defaultQueriesDir() string {
 	if dir := os.Getenv("WIRELENS_QUERIES_DIR"); dir != "" {
 		return dir
 	}
-	if exe, err := os.Executable(); err == nil {
-		if real, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = real
-		}
-		dir := filepath.Join(filepath.Dir(exe), "..", "queries")
+	if root := binaryCheckout(); root != "" {
+		dir := filepath.Join(root, "queries")
 		if info, err := os.Stat(dir); err == nil && info.IsDir() {
-			return filepath.Clean(dir)
+			return dir
 		}
 	}
 	return "queries"
