@@ -662,8 +662,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("config", nargs="?", help="Envoy v3 bootstrap, YAML or JSON ('-' for stdin)")
     parser.add_argument("-o", "--output", help="write the config here instead of stdout (may be the input)")
+    parser.add_argument("--diff", action="store_true",
+                        help="print a unified diff of the change instead of the config (also with --remove)")
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--diff", action="store_true", help="print a unified diff of the change instead of the config")
     mode.add_argument("--remove", action="store_true", help="take wirelens out again (inverse of the injection)")
     mode.add_argument("--update-ecds", action="store_true",
                       help="rewrite the ECDS resources in --ecds-dir with these options; Envoy picks them up live")
@@ -732,8 +733,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.ecds_ads and not args.ecds_dir:
             parser.error("--ecds-ads needs --ecds-dir (where the resources to serve are written)")
         if args.update_ecds:
-            if not args.ecds_dir:
-                parser.error("--update-ecds needs --ecds-dir")
+            if not args.ecds_dir or args.diff or args.config:
+                parser.error("--update-ecds takes --ecds-dir and the settings to change, no config or --diff")
             report, written = update_ecds(Path(args.ecds_dir).resolve(), options_from(args), bool(args.wasm))
             for note in report.notes:
                 say(note)

@@ -273,6 +273,11 @@ def test_diff_shows_only_the_change(tmp_path, wasm, capsys):
     removed = [line for line in out.splitlines() if line.startswith("-") and not line.startswith("---")]
     assert removed == []
     assert "+                  - name: wirelens" in out
+    _, injected, _ = run([str(source), "--wasm", str(wasm)], capsys)
+    (tmp_path / "injected.yaml").write_text(injected)
+    code, out, _ = run([str(tmp_path / "injected.yaml"), "--remove", "--diff"], capsys)
+    assert code == 0 and "-                  - name: wirelens" in out
+    assert not [line for line in out.splitlines() if line.startswith("+") and not line.startswith("+++")]
 
 
 def test_ecds_serves_the_filter_from_a_file_and_updates_it(tmp_path, wasm, capsys):
