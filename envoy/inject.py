@@ -22,7 +22,8 @@ The operation map comes from a descriptor set of your services
 or, when there is none, from the descriptor your grpc_json_transcoder uses.
 
 What it recognises as its own (and --remove takes out): http filters named
-`wirelens` / `wirelens_transcoded`, access logs named `wirelens.access_log`,
+`wirelens` / `wirelens_transcoded` or running the wasm root context
+`wirelens`, access logs named `wirelens.access_log`,
 custom tags named `wirelens.*`, tracing whose provider exports to the cluster
 `wirelens_otel_collector`, and that cluster.
 """
@@ -437,10 +438,18 @@ def inject_hcm(site: HcmSite, bootstrap: dict, options: Options, operations: lis
     report.injected += 1
 
 
+def is_wirelens_filter(http_filter: dict) -> bool:
+    """Ours by name, or a wasm filter running the wirelens root context (added by hand)."""
+    if http_filter.get("name") in OUR_FILTER_NAMES:
+        return True
+    typed = http_filter.get("typed_config")
+    return _type_url(typed) == WASM_TYPE and ((typed.get("config") or {}).get("root_id") == "wirelens")
+
+
 def remove_hcm(hcm: dict) -> None:
     filters = hcm.get("http_filters")
     if isinstance(filters, list):
-        filters[:] = [f for f in filters if f.get("name") not in OUR_FILTER_NAMES]
+        filters[:] = [f for f in filters if not is_wirelens_filter(f)]
     logs = hcm.get("access_log")
     if isinstance(logs, list):
         logs[:] = [entry for entry in logs if entry.get("name") != ACCESS_LOG_NAME]

@@ -320,3 +320,15 @@ def test_ecds_serves_the_filter_from_a_file_and_updates_it(tmp_path, wasm, capsy
 
     (tmp_path / "injected.yaml").write_text(out)
     assert run([str(tmp_path / "injected.yaml"), "--remove"], capsys)[1] == FRONT_PROXY
+
+
+def test_a_wirelens_filter_added_by_hand_is_not_doubled(tmp_path, wasm, capsys):
+    config = load(FRONT_PROXY)
+    hcm_of(config)["http_filters"].insert(1, {"name": "envoy.filters.http.wasm", "typed_config": {
+        "@type": inject.WASM_TYPE, "config": {"root_id": "wirelens", "vm_config": {
+            "runtime": "envoy.wasm.runtime.v8", "code": {"local": {"filename": "/opt/wirelens.wasm"}}}}}})
+    source = tmp_path / "envoy.json"
+    source.write_text(json.dumps(config))
+    _, out, _ = run([str(source), "--wasm", str(wasm)], capsys)
+    names = [f["name"] for f in hcm_of(json.loads(out))["http_filters"]]
+    assert names == ["wirelens", "envoy.filters.http.rbac", "envoy.filters.http.grpc_web", "envoy.filters.http.router"]
