@@ -35,6 +35,7 @@ import uuid
 
 import grpc
 import pytest
+from ruamel.yaml import YAML
 
 from conftest import ROOT, stack
 
@@ -178,9 +179,11 @@ def test_file_sink_config_carries_every_record_field_and_validates(tmp_path):
                                     access_log="file", access_log_path=tmp_path / "access.jsonl"))
     text = config.read_text()
     assert "envoy.access_loggers.open_telemetry" not in text  # one path only: no double counting
-    line_format = json.loads(text.split("json_format: ", 1)[1].splitlines()[0])
-    assert set(line_format) == {"time", "trace_id", "span_id", "body", "attributes"}
-    assert line_format["attributes"] == {name: fmt for name, fmt, _ in render.RECORD_FIELDS}
+    for listener in YAML(typ="safe").load(text)["static_resources"]["listeners"]:
+        (log,) = listener["filter_chains"][0]["filters"][0]["typed_config"]["access_log"]
+        line_format = log["typed_config"]["log_format"]["json_format"]
+        assert set(line_format) == {"time", "trace_id", "span_id", "body", "attributes"}
+        assert line_format["attributes"] == {name: fmt for name, fmt, _ in render.RECORD_FIELDS}
     result = subprocess.run([str(stack.envoy_binary()), "--mode", "validate", "-c", str(config),
                              "--disable-hot-restart", "--log-level", "error"],
                             capture_output=True, text=True, timeout=60)
