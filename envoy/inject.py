@@ -397,7 +397,9 @@ def inject_hcm(site: HcmSite, bootstrap: dict, options: Options, operations: lis
     if "rds" in hcm or "scoped_routes" in hcm:
         lines.append("    routes come from RDS: the filter applies to every route it serves")
 
-    logs = hcm.setdefault("access_log", [])
+    if "access_log" not in hcm:
+        _put_before(hcm, "access_log", [], "http_filters")
+    logs = hcm["access_log"]
     kept = len(logs)
     logs.append(render.access_logger(options.access_log, options.access_log_path, COLLECTOR_CLUSTER,
                                      name=ACCESS_LOG_NAME))
@@ -428,7 +430,7 @@ def inject_hcm(site: HcmSite, bootstrap: dict, options: Options, operations: lis
                 tracing.setdefault(key, value) if key != "custom_tags" else \
                     tracing.setdefault("custom_tags", []).extend(value)
         else:
-            hcm["tracing"] = block
+            _put_before(hcm, "tracing", block, "http_filters")
         lines.append(f"  + tracing: OpenTelemetry, service {options.service_name}, "
                      f"{options.trace_sampling:g} % of calls, to {options.collector_host}:{options.collector_port}")
     if hcm.get("generate_request_id") is False:
@@ -444,6 +446,14 @@ def is_wirelens_filter(http_filter: dict) -> bool:
         return True
     typed = http_filter.get("typed_config")
     return _type_url(typed) == WASM_TYPE and ((typed.get("config") or {}).get("root_id") == "wirelens")
+
+
+def _put_before(mapping: dict, key: str, value: Any, anchor: str) -> None:
+    """A new key goes above `anchor` in YAML (ruamel's maps keep order and can insert), else at the end."""
+    if anchor in mapping and hasattr(mapping, "insert"):
+        mapping.insert(list(mapping).index(anchor), key, value)
+    else:
+        mapping[key] = value
 
 
 def remove_hcm(hcm: dict) -> None:
