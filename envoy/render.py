@@ -119,8 +119,18 @@ def access_log_line_format() -> dict:
         "trace_id": "%TRACE_ID%",
         "span_id": "%SPAN_ID%",
         "body": ACCESS_LOG_BODY,
-        "attributes": {name: fmt for name, fmt, _ in RECORD_FIELDS},
+        "attributes": access_log_attributes(),
     }
+
+
+def access_log_attributes() -> dict[str, str]:
+    """Every access-log attribute of the record: name -> Envoy format string (RECORD_FIELDS)."""
+    return {name: fmt for name, fmt, _ in RECORD_FIELDS}
+
+
+def span_tag_formats() -> dict[str, str]:
+    """The span tags of the record as name -> Envoy format string (Envoy Gateway's `tracing.tags`)."""
+    return {name: fmt for name, fmt, is_tag in RECORD_FIELDS if is_tag}
 
 
 def resource_flag(resource: dict[str, str] | None = None) -> str:

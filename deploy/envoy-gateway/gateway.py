@@ -1,0 +1,486 @@
+#!/usr/bin/env python3
+"""wirelens in Envoy Gateway v1.9.1, run for real on this machine, next to the local stack.
+
+    gateway.py up                   start the wasm file server and Envoy Gateway (which starts Envoy)
+    gateway.py down                 stop exactly what `up` started (pid files), nothing else
+    gateway.py status               each process: pid, port, health; Envoy's pid and admin port
+    gateway.py render               write the resources and Envoy Gateway's config, start nothing
+    gateway.py set-sample-rate R    rewrite the EnvoyExtensionPolicy on disk: live, no restart
+    gateway.py filters              the HTTP filters of the gateway's listener, in Envoy's order
+
+Envoy Gateway runs standalone: Custom provider, File resources (the directory
+`resources/` of the state dir, which it watches), Host infrastructure (it
+starts Envoy itself: the project's Envoy 1.40 binary, placed where it looks
+for it). The gateway exports to the local stack's Collector and routes to its
+REST and gRPC services, so the local stack must be up (`make up`).
+
+Ports: deploy/envoy-gateway/ports.env (ours) and deploy/local/ports.env (the
+stack's), each overridable by an environment variable of the same name.
+Envoy Gateway itself also holds 18000 (xDS), 18002 (its wasm server) and
+8081 (health probe) on every interface; v1.9.1 has no setting for them, so
+`up` checks they are free and names who holds them if not.
+
+State (pid files, logs, certificates, Envoy Gateway's data, the rendered
+resources) lives in $WIRELENS_GATEWAY_STATE_DIR (default .run/envoy-gateway).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Callable
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT / "deploy" / "local"))
+sys.path.insert(0, str(HERE))
+import manifests  # noqa: E402  (deploy/envoy-gateway/manifests.py)
+import stack  # noqa: E402  (deploy/local/stack.py: settings, processes, probes of the local stack)
+
+StackError = stack.StackError
+BIN = ROOT / "bin"
+ENVOY_GATEWAY = BIN / "envoy-gateway"
+WASM = ROOT / "build" / "wirelens_filter.wasm"
+OPMAP = ROOT / "build" / "opmap.json"
+# Envoy Gateway v1.9.1 listens on these, on every interface, and has no setting for them.
+FIXED_PORTS = {18000: "its xDS server", 18002: "its wasm module server", 8081: "its health probe"}
+BUILD_HINT = ("build it: GOTOOLCHAIN=local GOBIN=$PWD/bin go install "
+              "github.com/envoyproxy/gateway/cmd/envoy-gateway@v1.9.1 (deploy/envoy-gateway/README.md)")
+
+
+# ---------------------------------------------------------------- settings
+
+
+def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The local stack's settings (its ports, for the services and the Collector) plus ours.
+
+    Our processes share the local stack's helpers (pid files, logs, process
+    groups), which find their files under WIRELENS_STATE_DIR: for them it is
+    our state dir; the stack's own stays in WIRELENS_LOCAL_STATE_DIR.
+    """
+    environ = dict(os.environ if environ is None else environ)
+    settings = stack.load_settings(environ)
+    try:
+        settings.update(manifests.load_ports(environ))
+    except ValueError as exc:
+        raise StackError(str(exc)) from None
+    settings["WIRELENS_LOCAL_STATE_DIR"] = settings["WIRELENS_STATE_DIR"]
+    state = Path(environ.get("WIRELENS_GATEWAY_STATE_DIR", ROOT / ".run" / "envoy-gateway")).resolve()
+    settings["WIRELENS_STATE_DIR"] = str(state)
+    settings["WIRELENS_GATEWAY_CONCURRENCY"] = environ.get("WIRELENS_GATEWAY_CONCURRENCY", "2")
+    settings["WIRELENS_GATEWAY_LOG_LEVEL"] = environ.get("WIRELENS_GATEWAY_LOG_LEVEL", "info")
+    # Envoy Gateway keeps its wasm cache under $HOME/.eg/wasm: give it a home in the state dir.
+    settings["HOME"] = str(state / "eg" / "home")
+    return settings
+
+
+def state_dir(settings: dict[str, str]) -> Path:
+    return Path(settings["WIRELENS_STATE_DIR"])
+
+
+def paths(settings: dict[str, str]) -> dict[str, Path]:
+    eg = state_dir(settings) / "eg"
+    return {
+        "config": state_dir(settings) / "envoy-gateway.yaml",
+        "resources": state_dir(settings) / "resources",
+        "wasm_dir": state_dir(settings) / "wasm",
+        "config_home": eg / "config",
+        "data_home": eg / "data",
+        "state_home": eg / "state",
+        "runtime_dir": eg / "run",
+        "home": Path(settings["HOME"]),
+        "envoy_certs": eg / "config" / "certs" / "envoy",
+    }
+
+
+def served_wasm(settings: dict[str, str]) -> tuple[Path, str]:
+    """The module as the wasm server serves it: a copy named after its sha256 (a new build, a new URL)."""
+    if not WASM.exists():
+        raise StackError(f"{WASM} is missing: run `make filter`")
+    sha = manifests.sha256_file(WASM)
+    return paths(settings)["wasm_dir"] / f"wirelens_filter-{sha[:16]}.wasm", sha
+
+
+def inputs(settings: dict[str, str], sample_rate: float | None = None) -> manifests.Inputs:
+    served, sha = served_wasm(settings)
+    if not OPMAP.exists():
+        raise StackError(f"{OPMAP} is missing: run `make proto`")
+    return manifests.Inputs(
+        gateway_port=int(settings["WIRELENS_GATEWAY_PORT"]),
+        rest_port=int(settings["WIRELENS_REST_PORT"]),
+        grpc_port=int(settings["WIRELENS_GRPC_PORT"]),
+        collector_port=int(settings["WIRELENS_COLLECTOR_OTLP_PORT"]),
+        wasm_url=f"http://127.0.0.1:{settings['WIRELENS_GATEWAY_WASM_PORT']}/{served.name}",
+        wasm_sha256=sha,
+        plugin_config=json.loads(OPMAP.read_text()),
+        envoy_admin_port=int(settings["WIRELENS_GATEWAY_ADMIN_PORT"]),
+        ready_port=int(settings["WIRELENS_GATEWAY_READY_PORT"]),
+        concurrency=int(settings["WIRELENS_GATEWAY_CONCURRENCY"]),
+        sample_rate=sample_rate,
+        standalone=True,
+        envoy_certs=paths(settings)["envoy_certs"],
+    )
+
+
+# ---------------------------------------------------------------- preparing
+
+
+def _certgen(settings: dict[str, str]) -> None:
+    """Envoy Gateway's certificates (xDS TLS, Envoy's client cert, the HMAC salt), once per state dir."""
+    p = paths(settings)
+    certs = p["config_home"] / "certs"
+    needed = [certs / "envoy-gateway" / "tls.crt", certs / "envoy" / "tls.crt",
+              certs / "envoy-oidc-hmac" / "hmac-secret"]
+    if all(path.exists() for path in needed):
+        return
+    result = subprocess.run([str(ENVOY_GATEWAY), "certgen", "--local", "--config-home", str(p["config_home"])],
+                            capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": str(p["home"])})
+    if result.returncode != 0 or not all(path.exists() for path in needed):
+        raise StackError(f"envoy-gateway certgen --local failed:\n{result.stdout}{result.stderr}")
+
+
+def _place_envoy(settings: dict[str, str]) -> Path:
+    """Our Envoy where func-e (inside Envoy Gateway) looks for version ENVOY_VERSION: no download."""
+    binary = stack.envoy_binary()
+    version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60).stdout
+    if f"/{manifests.ENVOY_VERSION}/" not in version:
+        raise StackError(f"{binary} is not Envoy {manifests.ENVOY_VERSION} ({version.strip()}): run `make bootstrap`")
+    target = paths(settings)["data_home"] / "envoy-versions" / manifests.ENVOY_VERSION / "bin" / "envoy"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_symlink() or target.exists():
+        if target.resolve() == binary.resolve():
+            return target
+        target.unlink()
+    target.symlink_to(binary)
+    return target
+
+
+def write_resources(settings: dict[str, str], sample_rate: float | None = None) -> list[Path]:
+    header = manifests.HEADER.format(version=manifests.ENVOY_GATEWAY_VERSION)
+    files = manifests.render_files(inputs(settings, sample_rate))
+    return manifests.write_files(paths(settings)["resources"], files, header)
+
+
+def write_config(settings: dict[str, str]) -> Path:
+    p = paths(settings)
+    for name in ("config_home", "data_home", "state_home", "runtime_dir", "home", "resources"):
+        p[name].mkdir(parents=True, exist_ok=True)
+    config = manifests.eg_config(p["resources"], p["config_home"], p["data_home"], p["state_home"], p["runtime_dir"],
+                              int(settings["WIRELENS_EG_ADMIN_PORT"]), settings["WIRELENS_GATEWAY_LOG_LEVEL"])
+    header = manifests.HEADER.format(version=manifests.ENVOY_GATEWAY_VERSION)
+    manifests.write_atomic(p["config"], header + manifests.to_yaml([config]))
+    return p["config"]
+
+
+def _prepare_wasm_server(settings: dict[str, str]) -> None:
+    served, _ = served_wasm(settings)
+    served.parent.mkdir(parents=True, exist_ok=True)
+    if not served.exists():
+        for old in served.parent.glob("wirelens_filter-*.wasm"):
+            old.unlink()
+        shutil.copyfile(WASM, served)
+
+
+def _prepare_envoy_gateway(settings: dict[str, str]) -> None:
+    _require(ENVOY_GATEWAY, BUILD_HINT)
+    check_local_stack(settings)
+    for port, what in FIXED_PORTS.items():
+        check_fixed_port(port, what)
+    write_config(settings)
+    _certgen(settings)
+    _place_envoy(settings)
+    write_resources(settings)
+
+
+def render_only(settings: dict[str, str]) -> list[Path]:
+    _require(ENVOY_GATEWAY, BUILD_HINT)
+    write_config(settings)
+    _certgen(settings)
+    return [paths(settings)["config"], *write_resources(settings)]
+
+
+def _require(path: Path, how: str) -> str:
+    if not path.exists():
+        raise StackError(f"{path} is missing: {how}")
+    return str(path)
+
+
+def check_fixed_port(port: int, what: str) -> None:
+    holder = stack.port_holder(port)
+    if holder:
+        raise StackError(f"envoy-gateway: port {port} ({what}; fixed in Envoy Gateway v1.9.1, every interface) "
+                         f"is already taken by {holder}. Stop that process first: this port cannot be moved.")
+    stack.check_port_free(port, f"Envoy Gateway's fixed port for {what}", "envoy-gateway")
+
+
+def check_local_stack(settings: dict[str, str]) -> None:
+    """The gateway routes to the stack's services and exports to its Collector: they must answer."""
+    needs = [
+        ("the Collector", stack.http_ok(f"http://127.0.0.1:{settings['WIRELENS_COLLECTOR_HEALTH_PORT']}/"),
+         "WIRELENS_COLLECTOR_HEALTH_PORT"),
+        ("the REST service", stack.http_ok(f"http://127.0.0.1:{settings['WIRELENS_REST_PORT']}/healthz"),
+         "WIRELENS_REST_PORT"),
+        ("the gRPC service", stack.tcp_open(int(settings["WIRELENS_GRPC_PORT"])), "WIRELENS_GRPC_PORT"),
+    ]
+    missing = [f"{what} ({variable}={settings[variable]})" for what, probe, variable in needs if not probe()]
+    if missing:
+        raise StackError(f"the local stack is not up: no answer from {', '.join(missing)}. "
+                         "Start it first: `make up` (same port variables).")
+
+
+# ---------------------------------------------------------------- the gateway's Envoy
+
+
+def admin_url(settings: dict[str, str]) -> str:
+    return f"http://127.0.0.1:{settings['WIRELENS_GATEWAY_ADMIN_PORT']}"
+
+
+def envoy_stat(settings: dict[str, str], name: str) -> int | None:
+    try:
+        status, body = stack.http_get(f"{admin_url(settings)}/stats?filter=^{name}$")
+    except (OSError, urllib.error.URLError):
+        return None
+    for line in body.splitlines():
+        key, _, value = line.partition(": ")
+        if key == name and value.isdigit():
+            return int(value)
+    return None
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The IPv4 addresses something listens on at this port (from /proc/net/tcp)."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        address, _, hex_port = fields[1].partition(":")
+        if fields[3] == "0A" and int(hex_port, 16) == port:
+            found.add(".".join(str(int(address[i:i + 2], 16)) for i in (6, 4, 2, 0)))
+    return found
+
+
+def envoy_pid(settings: dict[str, str]) -> int | None:
+    """The Envoy that our Envoy Gateway started: its child process running the envoy binary."""
+    parent = stack.read_pid(settings, "envoy-gateway")
+    if parent is None:
+        return None
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fields = (proc / "stat").read_text().rsplit(") ", 1)[1].split()
+            if int(fields[1]) != parent:
+                continue
+            argv0 = (proc / "cmdline").read_bytes().split(b"\0")[0].decode()
+        except (OSError, IndexError):
+            continue
+        if Path(argv0).name == "envoy":
+            return int(proc.name)
+    return None
+
+
+def gateway_ready(settings: dict[str, str]) -> Callable[[], bool]:
+    """Ready for traffic: Envoy Gateway's probe, Envoy LIVE, our listener on 127.0.0.1, the wasm VM running."""
+    eg_ready = stack.http_ok("http://127.0.0.1:8081/readyz")
+    envoy_live = stack.http_ok(f"{admin_url(settings)}/ready", "LIVE")
+    port = int(settings["WIRELENS_GATEWAY_PORT"])
+
+    def probe() -> bool:
+        return (eg_ready() and envoy_live() and listening_addresses(port) == {"127.0.0.1"}
+                and (envoy_stat(settings, "wasm.envoy.wasm.runtime.v8.active") or 0) > 0)
+    return probe
+
+
+def config_dump(settings: dict[str, str], resource: str = "dynamic_listeners") -> dict:
+    with urllib.request.urlopen(f"{admin_url(settings)}/config_dump?resource={resource}", timeout=10) as response:
+        return json.load(response)
+
+
+def http_filters(settings: dict[str, str], listener: str = manifests.LISTENER_XDS_NAME) -> list[dict]:
+    """The HTTP filters of the active listener, in order (from Envoy's /config_dump)."""
+    for entry in config_dump(settings).get("configs", []):
+        active = entry.get("active_state", {}).get("listener", {})
+        if active.get("name") != listener:
+            continue
+        for chain in active.get("filter_chains", []) + ([active["default_filter_chain"]]
+                                                          if "default_filter_chain" in active else []):
+            for network_filter in chain.get("filters", []):
+                hcm = network_filter.get("typed_config", {})
+                if "http_filters" in hcm:
+                    return hcm["http_filters"]
+    return []
+
+
+def active_plugin_config(settings: dict[str, str]) -> dict | None:
+    """The wirelens plugin configuration Envoy runs now (the active listener's wasm filter)."""
+    for http_filter in http_filters(settings):
+        config = http_filter.get("typed_config", {}).get("config", {})
+        if config.get("root_id") == "wirelens":
+            return json.loads(config.get("configuration", {}).get("value", "null"))
+    return None
+
+
+def set_sample_rate(settings: dict[str, str], rate: float) -> Path:
+    """Rewrite the EnvoyExtensionPolicy file (one rename): Envoy Gateway picks it up and updates Envoy live."""
+    files = manifests.render_files(inputs(settings, rate))
+    path = paths(settings)["resources"] / "wirelens-policy.yaml"
+    manifests.write_atomic(path, manifests.HEADER.format(version=manifests.ENVOY_GATEWAY_VERSION)
+                        + manifests.to_yaml(files["wirelens-policy.yaml"]))
+    return path
+
+
+# ---------------------------------------------------------------- processes
+
+
+COMPONENTS = [
+    stack.Component(
+        name="wasm-server",
+        command=lambda s: [sys.executable, "-m", "http.server", s["WIRELENS_GATEWAY_WASM_PORT"],
+                           "--bind", "127.0.0.1", "--directory", str(paths(s)["wasm_dir"])],
+        ports=["WIRELENS_GATEWAY_WASM_PORT"],
+        ready=lambda s: stack.http_ok(
+            f"http://127.0.0.1:{s['WIRELENS_GATEWAY_WASM_PORT']}/{served_wasm(s)[0].name}"),
+        prepare=_prepare_wasm_server,
+    ),
+    stack.Component(
+        name="envoy-gateway",
+        command=lambda s: [str(ENVOY_GATEWAY), "server", "--config-path", str(paths(s)["config"])],
+        ports=["WIRELENS_GATEWAY_PORT", "WIRELENS_GATEWAY_ADMIN_PORT", "WIRELENS_GATEWAY_READY_PORT",
+               "WIRELENS_EG_ADMIN_PORT"],
+        ready=gateway_ready,
+        prepare=_prepare_envoy_gateway,
+    ),
+]
+
+
+def up(settings: dict[str, str], log: Callable[[str], None] = print) -> None:
+    for component in COMPONENTS:
+        if not stack.read_pid(settings, component.name):
+            for variable in component.ports:
+                stack.check_port_free(int(settings[variable]), variable, component.name)
+    started: list[str] = []
+    try:
+        for component in COMPONENTS:
+            pid = stack.read_pid(settings, component.name)
+            if pid:
+                log(f"  {component.name:<14} already running (pid {pid})")
+                continue
+            t0 = time.monotonic()
+            pid = stack.start(component, settings)
+            started.append(component.name)
+            log(f"  {component.name:<14} pid {pid:<7} port {component.port(settings):<6} "
+                f"ready in {time.monotonic() - t0:.1f}s")
+        log(f"  {'envoy':<14} pid {envoy_pid(settings) or '-':<7} admin {admin_url(settings)} "
+            f"(started by envoy-gateway)")
+    except BaseException:
+        for name in reversed(started):
+            stack.stop(name, settings)
+        raise
+
+
+def down(settings: dict[str, str], log: Callable[[str], None] = print) -> None:
+    # Envoy runs in Envoy Gateway's process group: stopping the group stops both.
+    for component in reversed(COMPONENTS):
+        log(f"  {component.name:<14} {stack.stop(component.name, settings)}")
+
+
+def status(settings: dict[str, str], log: Callable[[str], None] = print) -> bool:
+    healthy = True
+    log(f"  {'process':<14} {'pid':<8} {'port':<6} {'health':<8} log")
+    for component in COMPONENTS:
+        pid = stack.read_pid(settings, component.name)
+        answers = component.ready(settings)()
+        health = ("up" if answers else "DOWN") if pid else ("foreign" if answers else "stopped")
+        healthy &= bool(pid) and answers
+        log(f"  {component.name:<14} {str(pid or '-'):<8} {component.port(settings):<6} {health:<8} "
+            f"{stack.log_path(settings, component.name)}")
+    pid = envoy_pid(settings)
+    if pid:
+        log(f"  {'envoy':<14} {pid:<8} {settings['WIRELENS_GATEWAY_PORT']:<6} "
+            f"listens on {sorted(listening_addresses(int(settings['WIRELENS_GATEWAY_PORT'])))}, "
+            f"admin {admin_url(settings)}")
+    return healthy
+
+
+DEMO_PROTOCOLS = ("rest", "rest-proto", "grpc", "grpc-web", "grpc-web-text")
+
+
+def demo(settings: dict[str, str], calls: int = 50, log: Callable[[str], None] = print) -> None:
+    """Calls of every protocol through the gateway (loadgen), then each protocol's row count and bytes."""
+    run_id = f"gateway-demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    target = f"127.0.0.1:{settings['WIRELENS_GATEWAY_PORT']}"
+    for protocol in DEMO_PROTOCOLS:
+        result = subprocess.run([str(BIN / "loadgen"), "-target", target, "-protocol", protocol,
+                                 "-operation", "hello.SayHello", "-n", str(calls), "-run-id", run_id,
+                                 "-timeout", "60s"], capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            raise StackError(f"loadgen {protocol} through {target}: {result.stderr.strip()[-500:]}")
+        log(f"  {protocol:<14} {calls} calls through the gateway")
+    query = (f"SELECT protocol, count() AS calls, round(avg(request_body_bytes)) AS request_bytes, "
+             f"round(avg(response_body_bytes)) AS response_bytes, quantile(0.5)(duration_us) AS p50_us "
+             f"FROM wirelens.requests FINAL WHERE run_id = '{run_id}' GROUP BY protocol ORDER BY protocol")
+    want = calls * len(DEMO_PROTOCOLS)
+    deadline = time.monotonic() + 60
+    while True:
+        table = stack.clickhouse_query(settings, query + " FORMAT PrettyCompactMonoBlock")
+        seen = int(stack.clickhouse_query(settings, f"SELECT count() FROM wirelens.requests FINAL "
+                                                    f"WHERE run_id = '{run_id}'").strip() or 0)
+        if seen >= want or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)  # polling interval under a deadline
+    log(f"run {run_id}: {seen} of {want} calls in wirelens.requests\n{table}")
+    log(f"report: bin/wirelens report --run {run_id}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["up", "down", "status", "render", "set-sample-rate", "filters", "demo"])
+    parser.add_argument("value", nargs="?", help="for set-sample-rate: the rate, in [0, 1]")
+    args = parser.parse_args(argv)
+    if (args.command == "set-sample-rate") != (args.value is not None):
+        parser.error("set-sample-rate takes the rate; no other command takes a value")
+    try:
+        settings = load_settings()
+        if args.command == "up":
+            print(f"starting wirelens in Envoy Gateway {manifests.ENVOY_GATEWAY_VERSION} "
+                  f"(state in {state_dir(settings)})")
+            up(settings)
+            print(f"gateway is up: http://127.0.0.1:{settings['WIRELENS_GATEWAY_PORT']} "
+                  "(REST, gRPC, gRPC-Web); `gateway.py status`, `gateway.py down`")
+        elif args.command == "down":
+            down(settings)
+        elif args.command == "status":
+            return 0 if status(settings) else 1
+        elif args.command == "render":
+            for path in render_only(settings):
+                print(path)
+        elif args.command == "set-sample-rate":
+            try:
+                rate = float(args.value)
+            except ValueError:
+                parser.error(f"{args.value!r} is not a number")
+            if not 0 <= rate <= 1:
+                parser.error(f"the sample rate {rate} is not in [0, 1]")
+            print(set_sample_rate(settings, rate))
+        elif args.command == "demo":
+            demo(settings)
+        elif args.command == "filters":
+            for http_filter in http_filters(settings):
+                print(http_filter["name"])
+    except StackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""End to end: wirelens in Envoy Gateway v1.9.1, run standalone next to the local stack.
+
+Envoy Gateway (bin/envoy-gateway, built from its Go module) reads the
+resources deploy/envoy-gateway/manifests.py renders (Gateway API routes,
+Backends, the EnvoyExtensionPolicy with the wirelens wasm, the EnvoyProxy
+telemetry) from a directory it watches, and runs the project's Envoy 1.40
+itself (Host infrastructure). Known calls of every protocol go through the
+gateway: each is exactly one row in ClickHouse with its operation, protocol,
+body and message sizes, and one span in Jaeger. Then the EnvoyExtensionPolicy
+changes on disk (sample_rate 0, then 1 again) and Envoy follows, with every
+process still the one that started.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from conftest import ARTIFACTS, ROOT, free_ports, stack
+from test_inject import call, check_rows_and_spans
+from test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REPLY, counts_by_protocol, poll, rows, traceparent
+
+sys.path.insert(0, str(ROOT / "deploy" / "envoy-gateway"))
+import gateway  # noqa: E402  (deploy/envoy-gateway/gateway.py)
+import manifests  # noqa: E402  (deploy/envoy-gateway/manifests.py)
+
+PROTOCOLS = ("rest", "rest-proto", "grpc", "grpc-web", "grpc-web-text")
+CALLS_PER_PROTOCOL = 3
+# The clusters Envoy Gateway makes for each route rule (manifests.gateway_resources).
+GRPC_WEB_CLUSTER = f"httproute/{manifests.NAMESPACE}/wirelens-http/rule/0"
+REST_CLUSTER = f"httproute/{manifests.NAMESPACE}/wirelens-http/rule/1"
+GRPC_CLUSTER = f"grpcroute/{manifests.NAMESPACE}/wirelens-grpc/rule/0"
+
+
+@pytest.fixture(scope="module")
+def envoy_gateway(local_stack, tmp_path_factory):
+    if not gateway.ENVOY_GATEWAY.exists():
+        pytest.fail(f"{gateway.ENVOY_GATEWAY} is missing: {gateway.BUILD_HINT}")
+    names = list(manifests.load_ports({}))
+    environ = {**local_stack, **dict(zip(names, map(str, free_ports(len(names)))))}
+    environ["WIRELENS_GATEWAY_STATE_DIR"] = str(tmp_path_factory.mktemp("envoy-gateway"))
+    environ["WIRELENS_GATEWAY_CONCURRENCY"] = "1"
+    settings = gateway.load_settings(environ)
+    lines: list[str] = []
+    try:
+        t0 = time.monotonic()
+        gateway.up(settings, log=lines.append)
+        lines.append(f"  up in {time.monotonic() - t0:.1f}s")
+        yield settings
+    finally:
+        envoy = gateway.envoy_pid(settings)
+        t0 = time.monotonic()
+        gateway.down(settings, log=lines.append)
+        lines.append(f"  down in {time.monotonic() - t0:.1f}s")
+        ARTIFACTS.mkdir(exist_ok=True)
+        for log in (Path(settings["WIRELENS_STATE_DIR"]) / "logs").glob("*.log"):
+            (ARTIFACTS / f"e2e-gateway-{log.name}").write_bytes(log.read_bytes())
+        print("\n".join(lines), file=sys.stderr)
+        assert envoy is None or not Path(f"/proc/{envoy}").exists() or \
+            Path(f"/proc/{envoy}/stat").read_text().rsplit(") ", 1)[1].startswith("Z"), \
+            f"the gateway's Envoy (pid {envoy}) outlived `gateway.py down`"
+
+
+def cluster_requests(settings) -> dict[str, int]:
+    return {name: gateway.envoy_stat(settings, f"cluster.{name}.upstream_rq_total") or 0
+            for name in (GRPC_WEB_CLUSTER, REST_CLUSTER, GRPC_CLUSTER)}
+
+
+def test_every_protocol_through_envoy_gateway_is_one_row_and_one_span(envoy_gateway):
+    settings = envoy_gateway
+    port = int(settings["WIRELENS_GATEWAY_PORT"])
+    # What Envoy Gateway made of the resources: wirelens first, before grpc_web and the router,
+    # on a listener that only loopback reaches.
+    names = [f["name"] for f in gateway.http_filters(settings)]
+    assert names[0] == f"envoy.filters.http.wasm//{manifests.NAMESPACE}/{manifests.NAME}/wasm/0", names
+    assert "envoy.filters.http.grpc_web" in names and names[-1] == "envoy.filters.http.router", names
+    assert gateway.listening_addresses(port) == {"127.0.0.1"}
+
+    run_id = f"gateway-{uuid.uuid4().hex[:8]}"
+    before = cluster_requests(settings)
+    expected = {}
+    for protocol in PROTOCOLS:
+        for _ in range(CALLS_PER_PROTOCOL):
+            trace_id, tp = traceparent()
+            answer = call(protocol, port, {}, None, {"traceparent": tp, "x-wirelens-run": run_id})
+            assert answer.status in ("200", "OK"), (protocol, answer)
+            if protocol == "rest":
+                assert answer.body == REST_REPLY, answer
+            elif protocol != "grpc-web-text":   # the others carry the reply message as is
+                assert HELLO_REPLY in answer.body, (protocol, answer)
+            expected[trace_id] = (protocol, answer)
+
+    # Every call one row with its operation, protocol, body bytes, messages and status; every span in Jaeger.
+    check_rows_and_spans(settings, {"name": "envoy-gateway"}, run_id, expected)
+    assert counts_by_protocol(settings, run_id) == {p: CALLS_PER_PROTOCOL for p in PROTOCOLS}
+    # gRPC message payloads, counted here independently of the filter.
+    payloads = rows(settings, f"SELECT protocol, request_message_bytes, response_message_bytes, count() "
+                              f"FROM wirelens.requests FINAL WHERE run_id = '{run_id}' "
+                              f"GROUP BY ALL ORDER BY protocol")
+    assert payloads == [[p, *(("0", "0") if p.startswith("rest") else (str(len(HELLO_REQUEST)), str(len(HELLO_REPLY)))),
+                         str(CALLS_PER_PROTOCOL)] for p in sorted(PROTOCOLS)]
+
+    # gRPC-Web went through the HTTPRoute rule for it (grpc_web turned it into gRPC for the
+    # gRPC service), gRPC through the GRPCRoute, REST through the `/` rule.
+    after = cluster_requests(settings)
+    assert {name: after[name] - before[name] for name in after} == {
+        GRPC_WEB_CLUSTER: 2 * CALLS_PER_PROTOCOL, REST_CLUSTER: 2 * CALLS_PER_PROTOCOL,
+        GRPC_CLUSTER: CALLS_PER_PROTOCOL}
+
+
+def edit_policy(settings, sample_rate: float) -> None:
+    """Change the EnvoyExtensionPolicy file as a user would: its config's sample_rate, one rename."""
+    path = gateway.paths(settings)["resources"] / "wirelens-policy.yaml"
+    yaml = YAML()
+    documents = list(yaml.load_all(path.read_text()))
+    documents[0]["spec"]["wasm"][0]["config"]["sample_rate"] = sample_rate
+    temporary = path.with_name(f".{path.name}.edit")   # names starting with '.' are not read
+    with open(temporary, "w") as out:
+        yaml.dump_all(documents, out)
+    temporary.replace(path)
+
+
+def processes(settings) -> dict[str, int | None]:
+    return {"envoy-gateway": stack.read_pid(settings, "envoy-gateway"), "envoy": gateway.envoy_pid(settings),
+            "wasm-server": stack.read_pid(settings, "wasm-server")}
+
+
+def rest_calls(settings, run_id: str, n: int) -> None:
+    for _ in range(n):
+        answer = call("rest", int(settings["WIRELENS_GATEWAY_PORT"]), {}, None, {"x-wirelens-run": run_id})
+        assert answer.status == "200", answer
+
+
+def logged_calls(settings, run_id: str) -> int:
+    """Access-log records of a run in otel.otel_logs: every call, sampled or not."""
+    return int(rows(settings, f"SELECT count() FROM otel.otel_logs "
+                              f"WHERE LogAttributes['wirelens.run_id'] = '{run_id}'")[0][0])
+
+
+def measured_calls(settings, run_id: str) -> int:
+    return int(rows(settings, f"SELECT count() FROM wirelens.requests FINAL WHERE run_id = '{run_id}'")[0][0])
+
+
+def test_policy_change_on_disk_takes_effect_without_restarting_anything(envoy_gateway):
+    settings = envoy_gateway
+    started = processes(settings)
+    assert all(started.values()), started
+    updates = gateway.envoy_stat(settings, "listener_manager.lds.update_success")
+    run = f"gateway-live-{uuid.uuid4().hex[:8]}"
+    n = 10
+
+    for sample_rate, phase in ((0, "unsampled"), (1, "sampled")):
+        t0 = time.monotonic()
+        edit_policy(settings, sample_rate)
+        # The known point: the active listener's wasm filter runs the new plugin configuration.
+        poll(f"Envoy running the wirelens filter with sample_rate {sample_rate}",
+             lambda: (gateway.active_plugin_config(settings) or {}).get("sample_rate"),
+             lambda seen: seen == sample_rate, timeout_s=60, interval_s=0.1)
+        print(f"sample_rate {sample_rate}: live after {time.monotonic() - t0:.1f}s", file=sys.stderr)
+        rest_calls(settings, f"{run}-{phase}", n)
+
+    # Envoy logs every call; the filter measured only those made while sampling was on.
+    for phase in ("unsampled", "sampled"):
+        poll(f"{n} access-log records of {run}-{phase} in otel.otel_logs",
+             lambda: logged_calls(settings, f"{run}-{phase}"), lambda seen: seen >= n)
+    poll(f"{n} rows of {run}-sampled", lambda: measured_calls(settings, f"{run}-sampled"), lambda seen: seen >= n)
+    assert measured_calls(settings, f"{run}-unsampled") == 0
+    assert measured_calls(settings, f"{run}-sampled") == n
+    assert logged_calls(settings, f"{run}-unsampled") == n
+
+    assert processes(settings) == started, "a process was restarted"
+    assert gateway.envoy_stat(settings, "listener_manager.lds.update_success") >= updates + 2
+
+
+CORS_POLICY = f"""\
+apiVersion: gateway.envoyproxy.io/v1alpha1
+kind: SecurityPolicy
+metadata:
+  name: cors-for-the-test
+  namespace: {manifests.NAMESPACE}
+spec:
+  targetRefs:
+  - group: gateway.networking.k8s.io
+    kind: Gateway
+    name: {manifests.NAME}
+  cors:
+    allowOrigins: ["https://wirelens.example"]
+    allowMethods: ["POST"]
+"""
+
+
+def test_wirelens_stays_first_when_a_policy_adds_a_filter_envoy_gateway_puts_ahead_of_wasm(envoy_gateway):
+    """Envoy Gateway orders CORS before wasm by default; the EnvoyProxy's filterOrder keeps wirelens first."""
+    settings = envoy_gateway
+    path = gateway.paths(settings)["resources"] / "cors-for-the-test.yaml"
+    names = lambda: [f["name"] for f in gateway.http_filters(settings)]  # noqa: E731
+    manifests.write_atomic(path, CORS_POLICY)
+    try:
+        chain = poll("the CORS filter in the gateway's listener", names,
+                     lambda seen: "envoy.filters.http.cors" in seen, timeout_s=60, interval_s=0.1)
+        assert chain[0].startswith("envoy.filters.http.wasm/") and chain.index("envoy.filters.http.cors") == 1, chain
+    finally:
+        path.unlink()
+    poll("the CORS filter gone again", names, lambda seen: "envoy.filters.http.cors" not in seen,
+         timeout_s=60, interval_s=0.1)
