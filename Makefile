@@ -18,6 +18,9 @@ ROOT := $(abspath .)
 OCB_VERSION            := v0.161.0
 JAEGER_MODULE_VERSION  := v1.76.0# Jaeger v2.13.0
 GHZ_VERSION            := v0.121.0
+ENVOY_GATEWAY_VERSION  := v1.9.1
+KUSTOMIZE_VERSION      := v5.8.1# v5.8.3 needs Go 1.27
+KUBECONFORM_VERSION    := v0.8.0
 
 export GOMODCACHE  := $(ROOT)/.cache/go/mod
 export GOCACHE     := $(ROOT)/.cache/go/build
@@ -38,8 +41,8 @@ help: ## list targets
 
 # ------------------------------------------------------------------ bootstrap
 
-.PHONY: bootstrap prereqs venv rust-target filter proto collector jaeger services web browser ghz
-bootstrap: prereqs venv filter proto collector jaeger services web ghz ## build everything that is missing or stale
+.PHONY: bootstrap prereqs venv rust-target filter proto collector jaeger services web browser ghz envoy-gateway manifest-tools manifest-schemas
+bootstrap: prereqs venv filter proto collector jaeger services web ghz envoy-gateway manifest-tools manifest-schemas ## build everything that is missing or stale
 
 prereqs:
 	@tools/check-prereqs
@@ -83,12 +86,29 @@ web: prereqs ## the browser page (services/web) -> build/web/{index.html,app.js}
 ghz: prereqs ## ghz, an independent gRPC load tool for the cross-check -> bin/ghz
 	@KEY_EXTRA=$(GHZ_VERSION) $(KEYED) ghz bin/ghz '' -- go install github.com/bojand/ghz/cmd/ghz@$(GHZ_VERSION)
 
+envoy-gateway: prereqs ## Envoy Gateway and egctl from their Go module -> bin/envoy-gateway, bin/egctl (cold ~13 min)
+	@KEY_EXTRA=$(ENVOY_GATEWAY_VERSION) $(KEYED) envoy-gateway bin/envoy-gateway '' -- \
+	  go install github.com/envoyproxy/gateway/cmd/envoy-gateway@$(ENVOY_GATEWAY_VERSION)
+	@KEY_EXTRA=$(ENVOY_GATEWAY_VERSION) $(KEYED) egctl bin/egctl '' -- \
+	  go install github.com/envoyproxy/gateway/cmd/egctl@$(ENVOY_GATEWAY_VERSION)
+
+manifest-tools: prereqs ## kustomize, kubeconform (go install), meshconfig-check -> bin/
+	@KEY_EXTRA=$(KUSTOMIZE_VERSION) $(KEYED) kustomize bin/kustomize '' -- \
+	  go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+	@KEY_EXTRA=$(KUBECONFORM_VERSION) $(KEYED) kubeconform bin/kubeconform '' -- \
+	  go install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
+	@$(KEYED) meshconfig-check bin/meshconfig-check tools/meshconfig-check -- bash -c \
+	  'cd tools/meshconfig-check && go build -o $(ROOT)/bin/meshconfig-check .'
+
+manifest-schemas: venv ## kubeconform schemas, offline (core Kubernetes + Gateway API, Envoy Gateway, Istio CRDs) -> build/k8s-schemas
+	@$(KEYED) k8s-schemas build/k8s-schemas/sources.json 'tools/k8s-schemas requirements.txt' -- $(PY) tools/k8s-schemas
+
 browser: ## Debian's chromium for the browser and report tests (root, apt-get)
 	@services/web/install-browser
 
 # ------------------------------------------------------------------ local stack
 
-.PHONY: up down status
+.PHONY: up down status gateway-up gateway-down gateway-demo manifests
 up: bootstrap ## start the local stack (ports: deploy/local/ports.env)
 	@$(STACK) up
 
@@ -97,6 +117,20 @@ down: ## stop what `make up` started
 
 status: ## each component: pid, port, health
 	@$(STACK) status
+
+GATEWAY := $(PY) deploy/envoy-gateway/gateway.py
+
+gateway-up: up envoy-gateway ## Envoy Gateway (standalone) with wirelens next to the local stack (deploy/envoy-gateway)
+	@$(GATEWAY) up
+
+gateway-down: ## stop what `make gateway-up` started
+	@if [[ -x $(PY) ]]; then $(GATEWAY) down; else echo "nothing to stop (no .venv)"; fi
+
+gateway-demo: gateway-up ## calls of every protocol through Envoy Gateway, then the report of that run
+	@$(GATEWAY) demo
+
+manifests: manifest-tools manifest-schemas ## validate deploy/{kubernetes,istio,envoy-gateway}: kustomize build, kubeconform -strict, mesh config, Collector/Jaeger configs
+	@$(PY) tools/validate-manifests
 
 # ------------------------------------------------------------------ demo and tests
 

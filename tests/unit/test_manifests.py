@@ -1,0 +1,258 @@
+"""The Kubernetes, Istio and Envoy Gateway manifests, checked as users' CI would.
+
+`kustomize build` + `kubeconform -strict` against schemas generated offline from
+the CRDs (tools/k8s-schemas), the Istio mesh config through istio.io/api's
+MeshConfig (tools/meshconfig-check), the Collector's and Jaeger's configs through
+their own `validate` (tools/validate-manifests). And each check is shown to fail
+on a broken manifest, naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "envoy"))
+import render  # noqa: E402  (envoy/render.py: RECORD_FIELDS)
+
+PY = sys.executable
+BIN = ROOT / "bin"
+VALIDATE = ROOT / "tools" / "validate-manifests"
+OPMAP = ROOT / "build" / "opmap.json"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tools():
+    """kustomize, kubeconform and meshconfig-check in bin/ (`make manifest-tools`; installed here when missing)."""
+    if not all((BIN / name).exists() for name in ("kustomize", "kubeconform", "meshconfig-check")):
+        subprocess.run([str(ROOT / "tools" / "manifest-tools")], check=True, timeout=1800)
+
+
+def validate(*args: str) -> tuple[int, list[dict]]:
+    result = subprocess.run([PY, str(VALIDATE), "--json", *args], cwd=ROOT, capture_output=True, text=True,
+                            timeout=900)
+    assert result.stdout.strip(), f"validate-manifests printed no report:\n{result.stderr}"
+    return result.returncode, json.loads(result.stdout)
+
+
+def kustomize(directory: str) -> list[dict]:
+    out = subprocess.run([str(BIN / "kustomize"), "build", str(ROOT / directory)], capture_output=True, text=True,
+                         check=True, timeout=300).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def find(docs: list[dict], kind: str, name: str) -> dict:
+    for doc in docs:
+        if doc["kind"] == kind and re.fullmatch(rf"{re.escape(name)}(-[a-z0-9]{{10}})?", doc["metadata"]["name"]):
+            return doc
+    raise AssertionError(f"no {kind} {name} in {[(d['kind'], d['metadata']['name']) for d in docs]}")
+
+
+def show(checks: list[dict]) -> None:
+    for c in checks:
+        mark = "SKIP" if c["skipped"] else ("ok  " if c["ok"] else "FAIL")
+        print(f"{mark} {c['target']}: {c['check']}" + ("" if c["ok"] and not c["skipped"] else f": {c['detail']}"))
+
+
+# ---------------------------------------------------------------- everything shipped is valid
+
+
+def test_every_manifest_passes_kustomize_kubeconform_and_config_checks():
+    code, checks = validate()
+    show(checks)  # the validation output, in the test log
+    failed = [c for c in checks if not c["ok"]]
+    assert code == 0 and not failed, f"failed checks: {failed}"
+    kinds = {(c["target"], c["check"].split(": ", 1)[1].split(" (")[0])
+             for c in checks if c["check"].startswith("kubeconform")}
+    for expected in [("deploy/kubernetes", "Deployment otel-collector"), ("deploy/kubernetes", "StatefulSet clickhouse"),
+                     ("deploy/kubernetes", "Deployment jaeger"), ("deploy/kubernetes", "NetworkPolicy clickhouse"),
+                     ("deploy/kubernetes", "NetworkPolicy otel-collector"), ("deploy/istio", "WasmPlugin wirelens"),
+                     ("deploy/istio", "Telemetry wirelens")]:
+        assert expected in kinds, f"{expected} was not validated"
+    if (ROOT / "deploy" / "envoy-gateway").exists():
+        eg = {k for t, k in kinds if t == "deploy/envoy-gateway"}
+        assert any(k.startswith("EnvoyExtensionPolicy ") for k in eg), eg
+        assert any(k.startswith("EnvoyProxy ") for k in eg), eg
+    checked = {c["check"].split(" (")[0] for c in checks}
+    assert "meshconfig-check" in checked
+    # The Collector's and Jaeger's configs as the pods get them, by the programs themselves.
+    if (BIN / "otelcol-wirelens").exists():
+        assert any(c["check"].startswith("otelcol-wirelens validate") and c["ok"] and not c["skipped"] for c in checks)
+    if (BIN / "jaeger").exists():
+        assert any(c["check"].startswith("jaeger validate") and c["ok"] and not c["skipped"] for c in checks)
+
+
+# ---------------------------------------------------------------- and each check can fail
+
+
+def test_a_broken_manifest_is_rejected_naming_the_field(tmp_path):
+    docs = kustomize("deploy/kubernetes") + kustomize("deploy/istio")
+    collector = find(docs, "Deployment", "otel-collector")
+    container = collector["spec"]["template"]["spec"]["containers"][0]
+    container["resource"] = container.pop("resources")                     # unknown field
+    find(docs, "Service", "otel-collector")["spec"]["ports"][0]["port"] = "four"  # wrong type
+    plugin = find(docs, "WasmPlugin", "wirelens")
+    plugin["spec"]["failStrategy"] = "OPEN"                                # not in the CRD's enum
+    tags = find(docs, "Telemetry", "wirelens")["spec"]["tracing"][0]["customTags"]
+    tags["wirelens.record"] = {"formater": tags["wirelens.record"]["formatter"]}  # misspelt, inside a map
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+
+    code, checks = validate(str(broken))
+    show(checks)
+    assert code == 1
+    errors = {c["check"].split(": ", 1)[1].split(" (")[0]: c["detail"] for c in checks if not c["ok"]}
+    assert "additional properties 'resource' not allowed" in errors["Deployment otel-collector"]
+    assert "/spec/template/spec/containers/0" in errors["Deployment otel-collector"]
+    assert "/spec/ports/0/port" in errors["Service otel-collector"]
+    assert "/spec/failStrategy" in errors["WasmPlugin wirelens"] and "FAIL_OPEN" in errors["WasmPlugin wirelens"]
+    assert "'formater' not allowed" in errors["Telemetry wirelens"]
+    assert len(errors) == 4, errors  # everything else in the stream still validates
+
+
+def test_a_broken_collector_config_is_rejected_by_the_collector(tmp_path):
+    if not (BIN / "otelcol-wirelens").exists():
+        pytest.skip("bin/otelcol-wirelens is not built (make collector)")
+    docs = kustomize("deploy/kubernetes")
+    overrides = find(docs, "ConfigMap", "otel-collector-kubernetes")
+    overrides["data"]["kubernetes.yaml"] = overrides["data"]["kubernetes.yaml"].replace(
+        "username: collector", "usernam: collector")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    code, checks = validate(str(broken))
+    failed = [c for c in checks if not c["ok"]]
+    assert code == 1 and len(failed) == 1, failed
+    assert failed[0]["check"].startswith("otelcol-wirelens validate") and "usernam" in failed[0]["detail"]
+
+
+def test_a_broken_mesh_config_is_rejected_naming_the_field(tmp_path):
+    text = (ROOT / "deploy" / "istio" / "mesh-config.yaml").read_text()
+    for old, new, named in [("logFormat:", "logFormats:", "logFormats"),
+                            ("port: 4317", "port: four", "port"),
+                            ("envoyOtelAls:", "envoyOtelALS:", "envoyOtelALS")]:
+        broken = tmp_path / f"mesh-{named}.yaml"
+        broken.write_text(text.replace(old, new, 1))
+        result = subprocess.run([str(BIN / "meshconfig-check"), str(broken)], capture_output=True, text=True)
+        assert result.returncode == 1, result.stdout
+        assert named in result.stderr, result.stderr
+
+
+def test_meshconfig_check_go_tests():
+    env = dict(os.environ)
+    env.setdefault("GOMODCACHE", str(ROOT / ".cache" / "go" / "mod"))
+    env.setdefault("GOCACHE", str(ROOT / ".cache" / "go" / "build"))
+    env.setdefault("GOFLAGS", "-modcacherw")
+    env.setdefault("GOTOOLCHAIN", "local")
+    result = subprocess.run(["go", "test", "./..."], cwd=ROOT / "tools" / "meshconfig-check", env=env,
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# ---------------------------------------------------------------- Istio: the record, as in the local stack
+
+
+def load(path: str) -> dict:
+    return yaml.safe_load((ROOT / path).read_text())
+
+
+def test_istio_manifests_are_rendered_from_the_current_sources():
+    if not OPMAP.exists():
+        pytest.skip("build/opmap.json is not built (make proto)")
+    result = subprocess.run([PY, str(ROOT / "deploy" / "istio" / "render.py"), "--check"], capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_istio_sends_the_same_record_as_the_local_stack():
+    mesh = load("deploy/istio/mesh-config.yaml")["meshConfig"]
+    providers = {p["name"]: p for p in mesh["extensionProviders"]}
+    als = providers["wirelens-otel-als"]["envoyOtelAls"]
+    # Attribute name -> Envoy format string: exactly the local stack's access-log attributes.
+    assert als["logFormat"]["labels"] == {name: fmt for name, fmt, _ in render.RECORD_FIELDS}
+    assert als["logFormat"]["text"] == render.ACCESS_LOG_BODY
+    assert als["service"] == providers["wirelens-otel-tracing"]["opentelemetry"]["service"]
+    telemetry = load("deploy/istio/telemetry.yaml")["spec"]
+    tracing = telemetry["tracing"][0]
+    assert {k: v["formatter"]["value"] for k, v in tracing["customTags"].items()} == {
+        name: fmt for name, fmt, is_tag in render.RECORD_FIELDS if is_tag}
+    named = [p["name"] for rule in telemetry["accessLogging"] + telemetry["tracing"] for p in rule["providers"]]
+    assert named and all(name in providers for name in named), (named, list(providers))
+    # The Collector the providers name is the Service deploy/kubernetes creates.
+    service = find(kustomize("deploy/kubernetes"), "Service", "otel-collector")
+    assert als["service"] == f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc.cluster.local"
+    assert als["port"] in [p["port"] for p in service["spec"]["ports"]]
+
+
+def test_wasm_plugin_runs_first_fail_open_with_the_operation_map():
+    spec = load("deploy/istio/wasmplugin.yaml")["spec"]
+    assert spec["phase"] == "AUTHN" and spec["priority"] > 0
+    assert spec["failStrategy"] == "FAIL_OPEN"
+    assert spec["pluginName"] == "wirelens" and spec["type"] == "HTTP"
+    assert spec["url"].startswith("oci://")
+    if OPMAP.exists():
+        assert spec["pluginConfig"] == json.loads(OPMAP.read_text())
+
+
+# ---------------------------------------------------------------- Kubernetes: real configs, closed network
+
+
+def test_collector_config_map_is_the_real_collector_config():
+    docs = kustomize("deploy/kubernetes")
+    assert find(docs, "ConfigMap", "otel-collector-config")["data"]["config.yaml"] == \
+        (ROOT / "collector" / "config.yaml").read_text()
+    schema = find(docs, "ConfigMap", "wirelens-schema")["data"]
+    assert schema == {p.name: p.read_text() for p in sorted((ROOT / "queries" / "schema").glob("*.sql"))}, \
+        "queries/kustomization.yaml must list every file of queries/schema/"
+    # Every ${env:VAR} of the two config files is set on the container.
+    container = find(docs, "Deployment", "otel-collector")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"] for e in container["env"]}
+    overrides = find(docs, "ConfigMap", "otel-collector-kubernetes")["data"]["kubernetes.yaml"]
+    used = set(re.findall(r"\$\{env:(\w+)", (ROOT / "collector" / "config.yaml").read_text() + overrides))
+    assert used <= env, f"not set on the Collector: {sorted(used - env)}"
+
+
+def test_network_policies_let_only_proxies_reach_the_collector_and_only_it_reach_clickhouse():
+    docs = kustomize("deploy/kubernetes")
+    policies = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "NetworkPolicy"}
+    deny = policies["default-deny-ingress"]
+    assert deny["podSelector"] == {} and deny["policyTypes"] == ["Ingress"] and not deny.get("ingress")
+
+    clickhouse = policies["clickhouse"]
+    assert clickhouse["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "clickhouse"}
+    peers = [peer for rule in clickhouse["ingress"] for peer in rule["from"]]
+    assert peers == [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "otel-collector"}}}]
+    collector_pod = find(docs, "Deployment", "otel-collector")["spec"]["template"]["metadata"]["labels"]
+    assert collector_pod["app.kubernetes.io/name"] == "otel-collector"
+
+    collector = policies["otel-collector"]
+    (rule,) = collector["ingress"]
+    assert rule["ports"] == [{"port": 4317, "protocol": "TCP"}]
+    selectors = [peer["podSelector"] for peer in rule["from"]]
+    assert {"matchLabels": {"security.istio.io/tlsMode": "istio"}} in selectors
+    assert {"matchLabels": {"app.kubernetes.io/name": "envoy", "app.kubernetes.io/component": "proxy",
+                            "app.kubernetes.io/managed-by": "envoy-gateway"}} in selectors
+    assert all(peer.get("podSelector") for peer in rule["from"]), "a peer without a pod selector admits everyone"
+
+
+def test_only_the_collector_user_logs_in_to_clickhouse_over_the_network():
+    users = (ROOT / "deploy" / "kubernetes" / "clickhouse" / "wirelens-users.xml").read_text()
+    default = users.split("<default>", 1)[1].split("</default>", 1)[0]
+    assert re.findall(r"<ip>([^<]+)</ip>", default) == ["::1", "127.0.0.1"]
+    assert 'replace="replace"' in default
+    docs = kustomize("deploy/kubernetes")
+    password_env = re.search(r'from_env="(\w+)"', users).group(1)
+    clickhouse = find(docs, "StatefulSet", "clickhouse")["spec"]["template"]["spec"]["containers"][0]
+    assert password_env in {e["name"] for e in clickhouse["env"]}
+    secret = find(docs, "Secret", "wirelens-clickhouse")
+    for container in (clickhouse, find(docs, "Deployment", "otel-collector")["spec"]["template"]["spec"]["containers"][0]):
+        refs = [e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e]
+        assert [r["name"] for r in refs] == [secret["metadata"]["name"]], refs
+
