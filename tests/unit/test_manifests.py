@@ -256,3 +256,20 @@ def test_only_the_collector_user_logs_in_to_clickhouse_over_the_network():
         refs = [e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e]
         assert [r["name"] for r in refs] == [secret["metadata"]["name"]], refs
 
+
+
+def test_egctl_finds_a_reference_error_it_exits_0_on(tmp_path):
+    """egctl x translate exits 0 when a route names a backend that does not exist; the check reads the status."""
+    rendered = tmp_path / "rendered"
+    subprocess.run([PY, str(ROOT / "deploy" / "envoy-gateway" / "manifests.py"), "-o", str(rendered),
+                    "--backend-host", "wirelens-services.example"], cwd=ROOT, check=True, capture_output=True)
+    docs = [d for path in sorted(rendered.glob("*.yaml")) for d in yaml.safe_load_all(path.read_text()) if d]
+    route = next(d for d in docs if d["kind"] == "HTTPRoute")
+    route["spec"]["rules"][-1]["backendRefs"][0]["name"] = "no-such-backend"
+    broken = tmp_path / "broken-gateway.yaml"
+    broken.write_text(yaml.safe_dump_all(docs))
+    code, checks = validate(str(broken))
+    failed = [c for c in checks if not c["ok"]]
+    assert code == 1
+    assert any(c["check"].startswith("egctl x translate: /httpRoutes[0]") and "ResolvedRefs=False" in c["detail"]
+               and "no-such-backend" in c["detail"] for c in failed), failed
