@@ -46,6 +46,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "envoy"))
 import render as envoy_render  # noqa: E402  (envoy/render.py: RECORD_FIELDS, one source for the record)
+sys.path.insert(0, str(ROOT / "deploy" / "local"))
+import stack as local_stack  # noqa: E402  (deploy/local/stack.py: the ports-file reader)
 
 PORTS_FILE = HERE / "ports.env"
 
@@ -352,20 +354,7 @@ HEADER = "# Rendered by deploy/envoy-gateway/manifests.py ({version}); edit the 
 
 def load_ports(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The gateway's ports from ports.env, each overridable by an environment variable."""
-    environ = dict(os.environ if environ is None else environ)
-    ports = {}
-    for number, raw in enumerate(PORTS_FILE.read_text().splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        name, sep, value = line.partition("=")
-        if not sep:
-            raise ValueError(f"{PORTS_FILE}:{number}: expected NAME=VALUE, got {raw!r}")
-        ports[name.strip()] = environ.get(name.strip(), value.strip())
-    for name, value in ports.items():
-        if not (value.isdigit() and 0 < int(value) < 65536):
-            raise ValueError(f"{name}={value!r} is not a valid port (set in {PORTS_FILE} or the environment)")
-    return ports
+    return local_stack.read_ports(PORTS_FILE, dict(os.environ if environ is None else environ))
 
 
 def main(argv: list[str] | None = None) -> int:

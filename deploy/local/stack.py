@@ -55,21 +55,30 @@ class StackError(RuntimeError):
 # ---------------------------------------------------------------- settings
 
 
-def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """Ports from ports.env, each overridable by an environment variable."""
-    environ = dict(os.environ if environ is None else environ)
+def read_ports(path: Path, environ: dict[str, str]) -> dict[str, str]:
+    """NAME=VALUE lines of a ports file, each overridable by the environment; *_PORT values must be ports."""
     settings: dict[str, str] = {}
-    for number, raw in enumerate(PORTS_FILE.read_text().splitlines(), 1):
+    for number, raw in enumerate(path.read_text().splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         name, sep, value = line.partition("=")
         if not sep:
-            raise StackError(f"{PORTS_FILE}:{number}: expected NAME=VALUE, got {raw!r}")
+            raise ValueError(f"{path}:{number}: expected NAME=VALUE, got {raw!r}")
         settings[name.strip()] = environ.get(name.strip(), value.strip())
     for name, value in settings.items():
         if name.endswith("_PORT") and not (value.isdigit() and 0 < int(value) < 65536):
-            raise StackError(f"{name}={value!r} is not a valid port (set in {PORTS_FILE} or the environment)")
+            raise ValueError(f"{name}={value!r} is not a valid port (set in {path} or the environment)")
+    return settings
+
+
+def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Ports from ports.env, each overridable by an environment variable."""
+    environ = dict(os.environ if environ is None else environ)
+    try:
+        settings = read_ports(PORTS_FILE, environ)
+    except ValueError as exc:
+        raise StackError(str(exc)) from None
     state_dir = Path(environ.get("WIRELENS_STATE_DIR", ROOT / ".run" / "local")).resolve()
     settings["WIRELENS_STATE_DIR"] = str(state_dir)
     settings["WIRELENS_ENVOY_CONCURRENCY"] = environ.get("WIRELENS_ENVOY_CONCURRENCY", "2")

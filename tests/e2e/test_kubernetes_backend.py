@@ -17,7 +17,6 @@ import base64
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from conftest import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "bin"
@@ -69,19 +70,6 @@ for statement in statements:
     except OSError as e:
         sys.stderr.write(str(e)); sys.exit(1)
 """
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def find(docs: list[dict], kind: str, prefix: str) -> dict:
