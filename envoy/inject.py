@@ -95,6 +95,7 @@ class Report:
     notes: list[str] = dataclasses.field(default_factory=list)
     problems: list[str] = dataclasses.field(default_factory=list)
     injected: int = 0
+    tracers_added: int = 0            # HCMs that got wirelens' tracer (it exports to the Collector cluster)
     ecds_resources: dict[str, dict] = dataclasses.field(default_factory=dict)
 
     def note(self, text: str) -> None:
@@ -325,7 +326,7 @@ def plugin_config(options: Options, operations: list[dict], transcoded: bool) ->
     return json.dumps(config, separators=(",", ":"))
 
 
-def wasm_config(options: Options, name: str, configuration: str, code_path: Path) -> dict:
+def wasm_config(name: str, configuration: str, code_path: Path) -> dict:
     """The envoy.extensions.filters.http.wasm.v3.Wasm of the filter."""
     return {
         "@type": WASM_TYPE,
@@ -384,7 +385,7 @@ def inject_hcm(site: HcmSite, bootstrap: dict, options: Options, operations: lis
     code = options.wasm
     if options.ecds_dir is not None:
         code = ecds_wasm_path(options.ecds_dir, options.wasm)
-    typed = wasm_config(options, name, configuration, code)
+    typed = wasm_config(name, configuration, code)
     if options.ecds_dir is not None:
         report.ecds_resources[name] = typed
     others = [f.get("name", "?") for f in hcm["http_filters"]]
@@ -431,6 +432,7 @@ def inject_hcm(site: HcmSite, bootstrap: dict, options: Options, operations: lis
                     tracing.setdefault("custom_tags", []).extend(value)
         else:
             _put_before(hcm, "tracing", block, "http_filters")
+        report.tracers_added += 1
         lines.append(f"  + tracing: OpenTelemetry, service {options.service_name}, "
                      f"{options.trace_sampling:g} % of calls, to {options.collector_host}:{options.collector_port}")
     if hcm.get("generate_request_id") is False:
@@ -543,7 +545,7 @@ def inject(doc: Document, options: Options) -> Report:
     for site in list(http_connection_managers(bootstrap, options.listeners, report)):
         inject_hcm(site, bootstrap, options, operations, report)
     remove_cluster(bootstrap)
-    if report.injected and (options.access_log == "otlp" or _references_collector(bootstrap)):
+    if report.injected and (options.access_log == "otlp" or report.tracers_added):
         _clusters(bootstrap, create=True).append(
             render.otlp_cluster(COLLECTOR_CLUSTER, options.collector_host, options.collector_port))
         report.note(f"+ cluster {COLLECTOR_CLUSTER}: the Collector's OTLP/gRPC endpoint "
@@ -560,10 +562,6 @@ def inject(doc: Document, options: Options) -> Report:
             report.note("! ECDS needs a node id and cluster: this bootstrap has none, so start Envoy with "
                         "--service-node and --service-cluster")
     return report
-
-
-def _references_collector(bootstrap: dict) -> bool:
-    return COLLECTOR_CLUSTER in json.dumps(_plain(bootstrap.get("static_resources", {}).get("listeners", [])))
 
 
 def _plain(value: Any) -> Any:
@@ -649,7 +647,7 @@ def update_ecds(directory: Path, options: Options, new_wasm: bool) -> tuple[Repo
             changes.append(f"module {code.name} -> {new_code.name}")
             code = new_code
         report.note(f"{name}: {', '.join(changes) or 'nothing to change'}")
-        resources[name] = wasm_config(options, name, json.dumps(current, separators=(",", ":")), code)
+        resources[name] = wasm_config(name, json.dumps(current, separators=(",", ":")), code)
     return report, write_ecds(directory, resources, options.wasm if new_wasm else None)
 
 

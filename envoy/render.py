@@ -166,7 +166,7 @@ def access_logger(sink: str, path: str | None = None, cluster: str = OTEL_COLLEC
                     for k, v in (resource or ACCESS_LOG_RESOURCE).items()]},
                 "body": {"string_value": ACCESS_LOG_BODY},
                 "attributes": {"values": [
-                    {"key": name_, "value": {"string_value": fmt}} for name_, fmt, _ in RECORD_FIELDS]},
+                    {"key": key, "value": {"string_value": fmt}} for key, fmt in access_log_attributes().items()]},
             },
         }
     raise ValueError(f"access-log sink {sink!r}: expected one of {', '.join(ACCESS_LOG_SINKS)}")
@@ -174,7 +174,7 @@ def access_logger(sink: str, path: str | None = None, cluster: str = OTEL_COLLEC
 
 def span_tags() -> list[dict]:
     """The tracer's custom_tags that put the record on the call's span."""
-    return [{"tag": name, "value": fmt} for name, fmt, is_tag in RECORD_FIELDS if is_tag]
+    return [{"tag": name, "value": fmt} for name, fmt in span_tag_formats().items()]
 
 
 def otel_tracer(cluster: str = OTEL_COLLECTOR_CLUSTER, service_name: str = "wirelens-envoy") -> dict:
