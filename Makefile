@@ -62,12 +62,13 @@ filter: rust-target ## the wirelens filter -> build/wirelens_filter.wasm
 proto: venv ## descriptor set, Go code, filter operation map (build/opmap.json)
 	@$(KEYED) proto build/opmap.json 'proto' -- proto/gen.sh
 
+# Installed by rename: a Collector still running the old binary keeps it (cp onto it: text file busy).
 collector: prereqs ## OpenTelemetry Collector built with ocb -> bin/otelcol-wirelens
 	@KEY_EXTRA=$(OCB_VERSION) $(KEYED) ocb bin/builder '' -- \
 	  go install go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION)
 	@KEY_EXTRA=$(OCB_VERSION) $(KEYED) collector bin/otelcol-wirelens collector/builder-config.yaml -- bash -c \
 	  'mkdir -p build && bin/builder --config collector/builder-config.yaml && \
-	   cp build/otelcol-wirelens/otelcol-wirelens bin/otelcol-wirelens'
+	   cp build/otelcol-wirelens/otelcol-wirelens bin/otelcol-wirelens.new && mv -f bin/otelcol-wirelens.new bin/otelcol-wirelens'
 
 jaeger: prereqs ## Jaeger v2 from its Go module -> bin/jaeger
 	@KEY_EXTRA=$(JAEGER_MODULE_VERSION) $(KEYED) jaeger bin/jaeger tools/build-jaeger -- \
