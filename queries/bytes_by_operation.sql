@@ -10,12 +10,20 @@
 --                       DOWNSTREAM_WIRE_BYTES_RECEIVED / _SENT: compressed
 --                       headers, HTTP/2 framing, TLS if any)
 --   total_b             req_wire_b + resp_wire_b
+--   sum_wire_b          bytes on the downstream connection both ways, summed
+--                       over every call of the window (estimated, below)
 -- Ratios compare with the protocol that needs the fewest bytes for the same
 -- operation (1.0 for that one; NULL when the smallest is 0 and this one is not):
 --   header_ratio  request + response headers + response trailers
 --                 (gRPC sends its status in trailers)
 --   body_ratio    request + response bodies
 --   wire_ratio    total_b
+--
+-- Sampling (queries/README.md, "Sampling"): each recorded call stands for
+-- 1/sample_rate calls. calls and sum_wire_b are estimates weighted by
+-- 1/sample_rate (exact when every call was recorded); the means are weighted
+-- means; sampled_calls is the number of calls recorded, sample_rate the lowest
+-- rate among them (1: nothing left out).
 --
 -- Parameters:
 --   {since:DateTime64(3)}  window start (inclusive)
@@ -24,7 +32,9 @@
 SELECT
     operation,
     protocol,
-    calls,
+    toUInt64(round(weighted_calls))                                  AS calls,
+    sampled_calls,
+    lowest_rate                                                      AS sample_rate,
     round(req_header, 1)                                             AS req_header_b,
     round(resp_header, 1)                                            AS resp_header_b,
     round(req_body, 1)                                               AS req_body_b,
@@ -34,24 +44,32 @@ SELECT
     round(req_wire, 1)                                               AS req_wire_b,
     round(resp_wire, 1)                                              AS resp_wire_b,
     round(req_wire + resp_wire, 1)                                   AS total_b,
+    toUInt64(round(weighted_wire_bytes))                             AS sum_wire_b,
     round(if(headers = min_headers, 1, headers / nullIf(min_headers, 0)), 3) AS header_ratio,
     round(if(bodies = min_bodies, 1, bodies / nullIf(min_bodies, 0)), 3)     AS body_ratio,
     round(if(wire = min_wire, 1, wire / nullIf(min_wire, 0)), 3)             AS wire_ratio
 FROM
 (
+    WITH
+        -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
+        if(sample_rate > 0, round(toFloat64(sample_rate), 7), 1)     AS rate,
+        1 / rate                                                     AS weight
     SELECT
         operation,
         protocol,
-        count()                                                      AS calls,
-        avg(request_header_bytes)                                    AS req_header,
-        avg(response_header_bytes)                                   AS resp_header,
-        avg(request_body_bytes)                                      AS req_body,
-        avg(response_body_bytes)                                     AS resp_body,
-        avg(request_framing_bytes)                                   AS req_framing,
-        avg(response_framing_bytes)                                  AS resp_framing,
-        avg(downstream_wire_bytes_received)                          AS req_wire,
-        avg(downstream_wire_bytes_sent)                              AS resp_wire,
-        req_header + resp_header + avg(response_trailer_bytes)       AS headers,
+        sum(weight)                                                  AS weighted_calls,
+        count()                                                      AS sampled_calls,
+        min(rate)                                                    AS lowest_rate,
+        avgWeighted(request_header_bytes, weight)                    AS req_header,
+        avgWeighted(response_header_bytes, weight)                   AS resp_header,
+        avgWeighted(request_body_bytes, weight)                      AS req_body,
+        avgWeighted(response_body_bytes, weight)                     AS resp_body,
+        avgWeighted(request_framing_bytes, weight)                   AS req_framing,
+        avgWeighted(response_framing_bytes, weight)                  AS resp_framing,
+        avgWeighted(downstream_wire_bytes_received, weight)          AS req_wire,
+        avgWeighted(downstream_wire_bytes_sent, weight)              AS resp_wire,
+        sum((downstream_wire_bytes_received + downstream_wire_bytes_sent) * weight) AS weighted_wire_bytes,
+        req_header + resp_header + avgWeighted(response_trailer_bytes, weight) AS headers,
         req_body + resp_body                                         AS bodies,
         req_wire + resp_wire                                         AS wire,
         min(headers) OVER (PARTITION BY operation)                   AS min_headers,

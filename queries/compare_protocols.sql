@@ -20,6 +20,13 @@
 -- 1.61-2.03)'), otherwise ''. Quantiles are exact (quantileExact), as in
 -- latency_by_operation. One row; NULLs when a protocol has no calls.
 --
+-- Sampling (queries/README.md, "Sampling"): n_a and n_b are the calls
+-- recorded, the sample size of every quantile and interval here (the filter
+-- samples independently of latency, so quantiles over the recorded calls
+-- estimate those of all calls, and the bootstrap's intervals include the
+-- sampling noise). sample_rate: the lowest sample rate among them (1: every
+-- call recorded; NULL: no calls).
+--
 -- Parameters:
 --   {since:DateTime64(3)}  window start (inclusive)
 --   {until:DateTime64(3)}  window end (exclusive)
@@ -33,7 +40,9 @@ WITH
     (
         SELECT
             arraySort(groupArrayIf(duration_us, protocol = {protocol_a:String})) AS a,
-            arraySort(groupArrayIf(duration_us, protocol = {protocol_b:String})) AS b
+            arraySort(groupArrayIf(duration_us, protocol = {protocol_b:String})) AS b,
+            -- 0 (unknown) counts as 1; the Float32 rate back to its configured decimal
+            minOrNull(if(sample_rate > 0, round(toFloat64(sample_rate), 7), 1))  AS lowest_rate
         FROM wirelens.requests FINAL
         PREWHERE operation = {operation:String}
              AND protocol IN ({protocol_a:String}, {protocol_b:String})
@@ -62,6 +71,7 @@ WITH
             length(a)                                                            AS n_a,
             length(b)                                                            AS n_b,
             n_a > 0 AND n_b > 0                                                  AS both,
+            lowest_rate,
             a[rank(n_a, 0.5)]                                                    AS median_a,
             b[rank(n_b, 0.5)]                                                    AS median_b,
             a[rank(n_a, 0.99)]                                                   AS p99_a,
@@ -84,6 +94,7 @@ WITH
 SELECT
     n_a,
     n_b,
+    lowest_rate                                                                  AS sample_rate,
     if(n_a = 0, NULL, round(median_a / 1000, 3))                                 AS median_a_ms,
     if(n_b = 0, NULL, round(median_b / 1000, 3))                                 AS median_b_ms,
     if(both, round(median_b / median_a, 3), NULL)                                AS median_ratio,

@@ -19,8 +19,18 @@
 -- points every second). No metrics, no rows.
 --
 --   calls                  calls of the protocol in the windows that have CPU data
+--                          (estimated, see Sampling)
+--   sampled_calls          of those, the calls recorded
+--   sample_rate            the lowest sample rate among them (1: nothing left out)
 --   cpu_seconds            CPU seconds of the counted processes in those windows
 --   cpu_ms_per_1000_calls  cpu_seconds * 1000 / calls * 1000
+--
+-- Sampling (queries/README.md, "Sampling"): each recorded call stands for
+-- 1/sample_rate calls, so calls (and the CPU per 1000 of them) are estimates
+-- weighted by 1/sample_rate, exact when every call was recorded. CPU is
+-- measured per process, never sampled; a window is the first to the last
+-- recorded call (at a low rate it may start and end a little inside the
+-- protocol's turn).
 --
 -- Parameters:
 --   {since:DateTime64(3)}  window start (inclusive)
@@ -29,12 +39,17 @@
 WITH
     windows AS
     (
+        WITH
+            -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
+            if(sample_rate > 0, round(toFloat64(sample_rate), 7), 1)     AS call_rate
         SELECT
             run_id,
             protocol,
             min(timestamp)                                               AS first_call,
             max(timestamp)                                               AS last_call,
-            count()                                                      AS calls
+            sum(1 / call_rate)                                           AS calls,
+            count()                                                      AS recorded_calls,
+            min(call_rate)                                               AS lowest_rate
         FROM wirelens.requests FINAL
         PREWHERE run_id != ''
              AND ({run_id:String} = '' OR run_id = {run_id:String})  -- before FINAL: exact, faster (README)
@@ -66,6 +81,8 @@ WITH
             w.run_id                                                     AS run_id,
             w.protocol                                                   AS protocol,
             any(w.calls)                                                 AS calls,
+            any(w.recorded_calls)                                        AS recorded_calls,
+            any(w.lowest_rate)                                           AS lowest_rate,
             any(dateDiff('microsecond', w.first_call, w.last_call)) / 1e6 AS window_s,
             any(p.is_delta)                                              AS delta,
             if(delta,
@@ -90,6 +107,8 @@ WITH
             run_id,
             protocol,
             any(calls)                                                   AS window_calls,
+            any(recorded_calls)                                          AS window_recorded_calls,
+            any(lowest_rate)                                             AS window_lowest_rate,
             sum(rate) * any(window_s)                                    AS cpu_s
         FROM series_cpu
         GROUP BY
@@ -98,7 +117,9 @@ WITH
     )
 SELECT
     protocol,
-    sum(window_calls)                                                    AS calls,
+    toUInt64(round(sum(window_calls)))                                   AS calls,
+    sum(window_recorded_calls)                                           AS sampled_calls,
+    min(window_lowest_rate)                                              AS sample_rate,
     round(sum(cpu_s), 3)                                                 AS cpu_seconds,
     round(sum(cpu_s) * 1e6 / sum(window_calls), 3)                       AS cpu_ms_per_1000_calls
 FROM window_cpu

@@ -7,6 +7,12 @@
 -- protocol's calls in the window (successful ones included). No failures, no
 -- rows.
 --
+-- Sampling (queries/README.md, "Sampling"): each recorded call stands for
+-- 1/sample_rate calls. calls and share are estimates weighted by
+-- 1/sample_rate (exact when every call was recorded); sampled_calls is the
+-- number of failed calls recorded, sample_rate the lowest rate among them
+-- (1: nothing left out).
+--
 -- Parameters:
 --   {since:DateTime64(3)}  window start (inclusive)
 --   {until:DateTime64(3)}  window end (exclusive)
@@ -16,17 +22,25 @@ SELECT
     operation,
     http_status,
     grpc_status,
-    calls,
-    round(calls / protocol_calls, 6)                             AS share
+    toUInt64(round(weighted_calls))                              AS calls,
+    sampled_calls,
+    lowest_rate                                                  AS sample_rate,
+    round(weighted_calls / protocol_calls, 6)                    AS share
 FROM
 (
+    WITH
+        -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
+        if(sample_rate > 0, round(toFloat64(sample_rate), 7), 1) AS rate,
+        1 / rate                                                 AS weight
     SELECT
         protocol,
         operation,
         http_status,
         grpc_status,
-        count()                                                  AS calls,
-        sum(calls) OVER (PARTITION BY protocol)                  AS protocol_calls,
+        sum(weight)                                              AS weighted_calls,
+        count()                                                  AS sampled_calls,
+        min(rate)                                                AS lowest_rate,
+        sum(weighted_calls) OVER (PARTITION BY protocol)         AS protocol_calls,
         http_status >= 400 OR ifNull(grpc_status, 0) > 0         AS failed
     FROM wirelens.requests FINAL
     PREWHERE {run_id:String} = '' OR run_id = {run_id:String}  -- before FINAL: exact, faster (README)

@@ -16,24 +16,42 @@
 --                          for HTTP/2)
 --   ratio                  wire_header_b / uncompressed_header_b
 --
+-- Sampling (queries/README.md, "Sampling"): a position needs every call of
+-- the connection. On a connection with any call recorded at sample_rate < 1
+-- the calls between the recorded ones are unknown, so its calls go to
+-- request_index 'sampled' (all positions together) instead of a position.
+-- calls is an estimate weighted by 1/sample_rate (exact when every call was
+-- recorded), the byte means are weighted means; sampled_calls is the number
+-- of calls recorded, sample_rate the lowest rate among them (1: nothing left
+-- out).
+--
 -- Parameters:
 --   {since:DateTime64(3)}  window start (inclusive)
 --   {until:DateTime64(3)}  window end (exclusive)
 --   {run_id:String}        a load run's id, or '' for every call in the window
+WITH
+    1 / call_rate                                                         AS weight
 SELECT
     protocol,
-    ['1', '2', '3', '4-10', '11-100', '>100'][bucket]                       AS request_index,
-    count()                                                               AS calls,
-    round(avg(uncompressed), 1)                                           AS uncompressed_header_b,
-    round(avg(wire), 1)                                                   AS wire_header_b,
-    round(avg(wire) / nullIf(avg(uncompressed), 0), 3)                    AS ratio
+    ['1', '2', '3', '4-10', '11-100', '>100', 'sampled'][bucket]            AS request_index,
+    toUInt64(round(sum(weight)))                                          AS calls,
+    count()                                                               AS sampled_calls,
+    min(call_rate)                                                        AS sample_rate,
+    round(avgWeighted(uncompressed, weight), 1)                           AS uncompressed_header_b,
+    round(avgWeighted(wire, weight), 1)                                   AS wire_header_b,
+    round(avgWeighted(wire, weight) / nullIf(avgWeighted(uncompressed, weight), 0), 3) AS ratio
 FROM
 (
+    WITH
+        -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
+        if(sample_rate > 0, round(toFloat64(sample_rate), 7), 1)          AS rate
     SELECT
         groupArray(timestamp)                                             AS started,
         groupArray(protocol)                                              AS protocols,
         groupArray(request_headers_bytes)                                 AS uncompressed_b,
         groupArray(downstream_header_bytes_received)                      AS wire_b,
+        groupArray(rate)                                                  AS rates,
+        min(rate) = 1                                                     AS every_call_recorded,
         -- the calls' indexes in start order, then each call's position in it
         arraySort((i, t) -> t, arrayEnumerate(started), started)          AS by_start,
         arraySort((p, i) -> i, arrayEnumerate(by_start), by_start)        AS positions
@@ -48,10 +66,13 @@ ARRAY JOIN
     protocols AS protocol,
     uncompressed_b AS uncompressed,
     wire_b AS wire,
-    positions AS position
+    positions AS position,
+    rates AS call_rate
 GROUP BY
     protocol,
-    multiIf(position <= 3, position, position <= 10, 4, position <= 100, 5, 6) AS bucket
+    if(every_call_recorded,
+       multiIf(position <= 3, position, position <= 10, 4, position <= 100, 5, 6),
+       7)                                                                 AS bucket
 ORDER BY
     protocol ASC,
     bucket ASC;

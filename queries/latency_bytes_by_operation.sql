@@ -2,22 +2,34 @@
 -- (p50/p95/p99, measured at the proxy) and on bytes per call (headers and
 -- bodies, each way)?
 --
+-- Sampling (queries/README.md, "Sampling"): each recorded call stands for
+-- 1/sample_rate calls. calls is an estimate weighted by 1/sample_rate (exact
+-- when every call was recorded) and the byte means are weighted means; the
+-- percentiles are over the sampled_calls recorded; sample_rate is the lowest
+-- rate among them (1: nothing left out).
+--
 -- Parameters:
 --   {since:DateTime64(3)}  window start (inclusive)
 --   {until:DateTime64(3)}  window end (exclusive)
 --   {run_id:String}        a load run's id, or '' for every call in the window
+WITH
+    -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
+    if(r.sample_rate > 0, round(toFloat64(r.sample_rate), 7), 1) AS rate,
+    1 / rate                                                   AS weight
 SELECT
     operation,
     protocol,
-    count()                                              AS calls,
-    round(quantileExact(0.50)(duration_us) / 1000, 3)    AS p50_ms,
-    round(quantileExact(0.95)(duration_us) / 1000, 3)    AS p95_ms,
-    round(quantileExact(0.99)(duration_us) / 1000, 3)    AS p99_ms,
-    round(avg(request_header_bytes), 1)                  AS req_header_b,
-    round(avg(request_body_bytes), 1)                    AS req_body_b,
-    round(avg(response_header_bytes), 1)                 AS resp_header_b,
-    round(avg(response_body_bytes), 1)                   AS resp_body_b
-FROM wirelens.requests FINAL
+    toUInt64(round(sum(weight)))                               AS calls,
+    count()                                                    AS sampled_calls,
+    min(rate)                                                  AS sample_rate,
+    round(quantileExact(0.50)(duration_us) / 1000, 3)          AS p50_ms,
+    round(quantileExact(0.95)(duration_us) / 1000, 3)          AS p95_ms,
+    round(quantileExact(0.99)(duration_us) / 1000, 3)          AS p99_ms,
+    round(avgWeighted(request_header_bytes, weight), 1)        AS req_header_b,
+    round(avgWeighted(request_body_bytes, weight), 1)          AS req_body_b,
+    round(avgWeighted(response_header_bytes, weight), 1)       AS resp_header_b,
+    round(avgWeighted(response_body_bytes, weight), 1)         AS resp_body_b
+FROM wirelens.requests AS r FINAL
 PREWHERE {run_id:String} = '' OR run_id = {run_id:String}  -- before FINAL: exact, faster (README)
 WHERE timestamp >= {since:DateTime64(3)}
   AND timestamp < {until:DateTime64(3)}

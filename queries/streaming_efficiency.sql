@@ -23,6 +23,12 @@
 -- people.RegisterBatch over a client stream, or echo.Unary against
 -- echo.BiStream, compare on the same scale: time per 1000 units of work.
 --
+-- Sampling (queries/README.md, "Sampling"): each recorded call stands for
+-- 1/sample_rate calls. calls is an estimate weighted by 1/sample_rate (exact
+-- when every call was recorded); every mean and ratio weights each call's
+-- messages, bytes and time by 1/sample_rate; sampled_calls is the number of
+-- calls recorded, sample_rate the lowest rate among them (1: nothing left out).
+--
 -- Parameters:
 --   {since:DateTime64(3)}  window start (inclusive)
 --   {until:DateTime64(3)}  window end (exclusive)
@@ -33,20 +39,25 @@ WITH
     if(framed, response_messages, 1)                                      AS resp_msgs,
     if(framed, request_message_bytes, request_body_bytes)                 AS req_payload,
     if(framed, response_message_bytes, response_body_bytes)               AS resp_payload,
-    sum(greatest(req_msgs, resp_msgs))                                    AS units,
-    sum(duration_us)                                                      AS total_us
+    -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
+    if(r.sample_rate > 0, round(toFloat64(r.sample_rate), 7), 1)          AS rate,
+    1 / rate                                                              AS weight,
+    sum(greatest(req_msgs, resp_msgs) * weight)                           AS units,
+    sum(duration_us * weight)                                             AS total_us
 SELECT
     operation,
     protocol,
     streaming,
-    count()                                                               AS calls,
-    round(avg(req_msgs), 3)                                               AS req_msgs_per_call,
-    round(avg(resp_msgs), 3)                                              AS resp_msgs_per_call,
-    round(sum(req_payload) / nullIf(sum(req_msgs), 0), 1)                 AS req_bytes_per_message,
-    round(sum(resp_payload) / nullIf(sum(resp_msgs), 0), 1)               AS resp_bytes_per_message,
+    toUInt64(round(sum(weight)))                                          AS calls,
+    count()                                                               AS sampled_calls,
+    min(rate)                                                             AS sample_rate,
+    round(avgWeighted(req_msgs, weight), 3)                               AS req_msgs_per_call,
+    round(avgWeighted(resp_msgs, weight), 3)                              AS resp_msgs_per_call,
+    round(sum(req_payload * weight) / nullIf(sum(req_msgs * weight), 0), 1)   AS req_bytes_per_message,
+    round(sum(resp_payload * weight) / nullIf(sum(resp_msgs * weight), 0), 1) AS resp_bytes_per_message,
     round(units / nullIf(total_us / 1e6, 0), 1)                           AS messages_per_second,
     round(total_us / nullIf(units, 0), 3)                                 AS work_ms_per_1000_messages
-FROM wirelens.requests FINAL
+FROM wirelens.requests AS r FINAL
 PREWHERE {run_id:String} = '' OR run_id = {run_id:String}  -- before FINAL: exact, faster (README)
 WHERE timestamp >= {since:DateTime64(3)}
   AND timestamp < {until:DateTime64(3)}

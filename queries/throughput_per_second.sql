@@ -5,16 +5,28 @@
 -- are absent, not zero). A call failed when its HTTP status is 400 or more or
 -- its gRPC status is not OK (grpc_status > 0; NULL for REST calls).
 --
+-- Sampling (queries/README.md, "Sampling"): each recorded call stands for
+-- 1/sample_rate calls. calls and errors are estimates weighted by
+-- 1/sample_rate (exact when every call was recorded); sampled_calls is the
+-- number of calls recorded in the second, sample_rate the lowest rate among
+-- them (1: nothing left out).
+--
 -- Parameters:
 --   {since:DateTime64(3)}  window start (inclusive)
 --   {until:DateTime64(3)}  window end (exclusive)
 --   {run_id:String}        a load run's id, or '' for every call in the window
+WITH
+    -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
+    if(r.sample_rate > 0, round(toFloat64(r.sample_rate), 7), 1) AS rate,
+    1 / rate                                                    AS weight
 SELECT
     toDateTime(timestamp)                                        AS second,
     protocol,
-    count()                                                      AS calls,
-    countIf(http_status >= 400 OR ifNull(grpc_status, 0) > 0)    AS errors
-FROM wirelens.requests FINAL
+    toUInt64(round(sum(weight)))                                 AS calls,
+    count()                                                      AS sampled_calls,
+    min(rate)                                                    AS sample_rate,
+    toUInt64(round(sumIf(weight, http_status >= 400 OR ifNull(grpc_status, 0) > 0))) AS errors
+FROM wirelens.requests AS r FINAL
 PREWHERE {run_id:String} = '' OR run_id = {run_id:String}  -- before FINAL: exact, faster (README)
 WHERE timestamp >= {since:DateTime64(3)}
   AND timestamp < {until:DateTime64(3)}

@@ -30,23 +30,25 @@ import stack  # noqa: E402
 # Output columns of every saved query: the contract with `wirelens report`.
 COLUMNS = {
     "latency_by_operation": (
-        "operation protocol calls mean_ms p50_ms p90_ms p95_ms p99_ms p999_ms min_ms max_ms "
-        "ttfb_mean_ms ttfb_p50_ms ttfb_p90_ms ttfb_p95_ms ttfb_p99_ms ttfb_p999_ms ttfb_min_ms ttfb_max_ms"),
+        "operation protocol calls sampled_calls sample_rate mean_ms p50_ms p90_ms p95_ms p99_ms p999_ms min_ms "
+        "max_ms ttfb_mean_ms ttfb_p50_ms ttfb_p90_ms ttfb_p95_ms ttfb_p99_ms ttfb_p999_ms ttfb_min_ms ttfb_max_ms"),
     "bytes_by_operation": (
-        "operation protocol calls req_header_b resp_header_b req_body_b resp_body_b req_framing_b "
-        "resp_framing_b req_wire_b resp_wire_b total_b header_ratio body_ratio wire_ratio"),
-    "throughput_per_second": "second protocol calls errors",
-    "errors_by_status": "protocol operation http_status grpc_status calls share",
+        "operation protocol calls sampled_calls sample_rate req_header_b resp_header_b req_body_b resp_body_b "
+        "req_framing_b resp_framing_b req_wire_b resp_wire_b total_b sum_wire_b header_ratio body_ratio wire_ratio"),
+    "throughput_per_second": "second protocol calls sampled_calls sample_rate errors",
+    "errors_by_status": "protocol operation http_status grpc_status calls sampled_calls sample_rate share",
     "streaming_efficiency": (
-        "operation protocol streaming calls req_msgs_per_call resp_msgs_per_call req_bytes_per_message "
-        "resp_bytes_per_message messages_per_second work_ms_per_1000_messages"),
-    "header_compression": "protocol request_index calls uncompressed_header_b wire_header_b ratio",
-    "cpu_per_1000_calls": "protocol calls cpu_seconds cpu_ms_per_1000_calls",
+        "operation protocol streaming calls sampled_calls sample_rate req_msgs_per_call resp_msgs_per_call "
+        "req_bytes_per_message resp_bytes_per_message messages_per_second work_ms_per_1000_messages"),
+    "header_compression": (
+        "protocol request_index calls sampled_calls sample_rate uncompressed_header_b wire_header_b ratio"),
+    "cpu_per_1000_calls": "protocol calls sampled_calls sample_rate cpu_seconds cpu_ms_per_1000_calls",
     "compare_protocols": (
-        "n_a n_b median_a_ms median_b_ms median_ratio median_ci_low median_ci_high p99_a_ms p99_b_ms "
+        "n_a n_b sample_rate median_a_ms median_b_ms median_ratio median_ci_low median_ci_high p99_a_ms p99_b_ms "
         "p99_ratio p99_ci_low p99_ci_high verdict"),
     "latency_bytes_by_operation": (
-        "operation protocol calls p50_ms p95_ms p99_ms req_header_b req_body_b resp_header_b resp_body_b"),
+        "operation protocol calls sampled_calls sample_rate p50_ms p95_ms p99_ms req_header_b req_body_b "
+        "resp_header_b resp_body_b"),
 }
 
 OTEL_LOGS_STANDIN = """
@@ -131,7 +133,8 @@ REQUEST_COLUMNS = (
     "request_header_bytes response_header_bytes response_trailer_bytes request_body_bytes response_body_bytes "
     "request_messages response_messages request_message_bytes response_message_bytes "
     "request_framing_bytes response_framing_bytes ttfb_us duration_us request_headers_bytes "
-    "downstream_header_bytes_received downstream_wire_bytes_received downstream_wire_bytes_sent connection_id"
+    "downstream_header_bytes_received downstream_wire_bytes_received downstream_wire_bytes_sent connection_id "
+    "sample_rate"
 ).split()
 
 # Byte columns per protocol: header req/resp/trailer, body req/resp, framing req/resp,
@@ -148,7 +151,7 @@ GRPC_BYTES = dict(request_header_bytes=100, response_header_bytes=50, response_t
 
 def call(offset_s, request_id, protocol, operation, duration_us, ttfb_us=0, run_id="r1", streaming="unary",
          http_status=200, grpc_status=None, req_msgs=None, resp_msgs=None, req_msg_bytes=None,
-         resp_msg_bytes=None, connection_id=0, **overrides) -> dict:
+         resp_msg_bytes=None, connection_id=0, sample_rate=1.0, **overrides) -> dict:
     framed = protocol.startswith("grpc")
     row = dict(GRPC_BYTES if framed else REST_BYTES)
     row.update(
@@ -159,7 +162,7 @@ def call(offset_s, request_id, protocol, operation, duration_us, ttfb_us=0, run_
         response_messages=(1 if framed else 0) if resp_msgs is None else resp_msgs,
         request_message_bytes=(20 if framed else 0) if req_msg_bytes is None else req_msg_bytes,
         response_message_bytes=(70 if framed else 0) if resp_msg_bytes is None else resp_msg_bytes,
-        ttfb_us=ttfb_us, duration_us=duration_us, connection_id=connection_id)
+        ttfb_us=ttfb_us, duration_us=duration_us, connection_id=connection_id, sample_rate=sample_rate)
     row.update(overrides)
     return row
 
@@ -207,6 +210,31 @@ def dataset() -> list[list[dict]]:
         [call(100 + i / 1000, f"cr{i}", "rest", "op.C", d, run_id="r2") for i, d in enumerate(rest_c)]
         + [call(101 + i / 1000, f"cg{i}", "grpc", "op.C", d // 2, run_id="r2") for i, d in enumerate(rest_c)]
         + [call(102 + i / 1000, f"cw{i}", "grpc-web", "op.C", d, run_id="r2") for i, d in enumerate(rest_c)])
+    # op.W, run r3: sampled calls (the filter's sample_rate), each standing for 1/rate calls.
+    # REST at 0.1 in second 32 (1, 2, 3, 4 ms; the 4 ms one a 503) and at 0.5 in seconds 35
+    # and 36 (10, 20 ms, request bodies of 150 instead of 50 bytes), all on HTTP/1.1
+    # connection 77. gRPC on h2 connection 78: one call at rate 1 (second 37), three at 0.5
+    # (seconds 38-40, 2 ms each, the one in second 39 UNAVAILABLE), warm HPACK (20 of 200
+    # header bytes). The window of each protocol lies inside the CPU points (T0 .. T0+40).
+    batches.append([
+        call(32.0, "w-r1", "rest", "op.W", 1000, 100, run_id="r3", connection_id=77, sample_rate=0.1),
+        call(32.25, "w-r2", "rest", "op.W", 2000, 200, run_id="r3", connection_id=77, sample_rate=0.1),
+        call(32.5, "w-r3", "rest", "op.W", 3000, 300, run_id="r3", connection_id=77, sample_rate=0.1),
+        call(32.75, "w-r4", "rest", "op.W", 4000, 400, run_id="r3", connection_id=77, sample_rate=0.1,
+             http_status=503),
+        call(35.0, "w-r5", "rest", "op.W", 10000, 500, run_id="r3", connection_id=77, sample_rate=0.5,
+             request_body_bytes=150),
+        call(36.0, "w-r6", "rest", "op.W", 20000, 600, run_id="r3", connection_id=77, sample_rate=0.5,
+             request_body_bytes=150),
+        call(37.0, "w-g1", "grpc", "op.W", 2000, 100, run_id="r3", connection_id=78, sample_rate=1.0,
+             downstream_header_bytes_received=20),
+        call(38.0, "w-g2", "grpc", "op.W", 2000, 100, run_id="r3", connection_id=78, sample_rate=0.5,
+             downstream_header_bytes_received=20),
+        call(39.0, "w-g3", "grpc", "op.W", 2000, 100, run_id="r3", connection_id=78, sample_rate=0.5,
+             downstream_header_bytes_received=20, grpc_status=14),
+        call(40.0, "w-g4", "grpc", "op.W", 2000, 100, run_id="r3", connection_id=78, sample_rate=0.5,
+             downstream_header_bytes_received=20),
+    ])
     return batches
 
 
@@ -300,6 +328,7 @@ def test_every_query_runs_on_empty_tables(ch):
                     assert len(rows) == 1
                     assert rows[0]["n_a"] == rows[0]["n_b"] == "0"
                     assert rows[0]["median_ratio"] == "\\N" and rows[0]["verdict"] == ""
+                    assert rows[0]["sample_rate"] == "\\N"  # no calls, no rate
                 else:
                     assert rows == [], name
     finally:
@@ -458,3 +487,131 @@ def test_saved_py_fills_the_extra_parameters_and_names_missing_ones(ch, capsys):
                        "--format", "JSONEachRow"]) == 0
     row = json.loads(capsys.readouterr().out)
     assert (int(row["n_a"]), row["median_ratio"]) == (401, 0.5)
+
+
+# ------------------------------------------------------------------ sampled calls (run r3)
+# REST op.W: 4 calls at rate 0.1 (1, 2, 3, 4 ms) and 2 at 0.5 (10, 20 ms) stand for
+# 4 * 10 + 2 * 2 = 44 calls; gRPC op.W: 1 at rate 1 and 3 at 0.5 (2 ms each) stand for 7.
+
+def test_sampled_latency_weights_counts_and_means_and_keeps_percentiles_over_the_sample(ch):
+    rows = by(query(ch, "latency_by_operation", "r3"), "operation", "protocol")
+    rest = rows[("op.W", "rest")]
+    assert (rest["calls"], rest["sampled_calls"], rest["sample_rate"]) == ("44", "6", "0.1")
+    # weighted mean (10 * (1+2+3+4) + 2 * (10+20)) / 44 = 160 / 44 ms (unweighted: 40 / 6)
+    assert rest["mean_ms"] == "3.636"
+    # percentiles over the 6 sampled calls 1, 2, 3, 4, 10, 20: p50 -> [3], p90 -> [floor(5.4)]
+    assert (rest["p50_ms"], rest["p90_ms"], rest["p99_ms"], rest["min_ms"], rest["max_ms"]) \
+        == ("4", "20", "20", "1", "20")
+    # ttfb (10 * (100+200+300+400) + 2 * (500+600)) / 44 = 277.27 µs
+    assert (rest["ttfb_mean_ms"], rest["ttfb_p50_ms"]) == ("0.277", "0.4")
+    grpc = rows[("op.W", "grpc")]
+    assert (grpc["calls"], grpc["sampled_calls"], grpc["sample_rate"], grpc["mean_ms"], grpc["p50_ms"]) \
+        == ("7", "4", "0.5", "2", "2")
+    # every call recorded: calls = sampled_calls, sample_rate 1
+    full = by(query(ch, "latency_by_operation"), "operation", "protocol")[("op.A", "rest")]
+    assert (full["calls"], full["sampled_calls"], full["sample_rate"]) == ("5", "5", "1")
+
+
+def test_sampled_bytes_weight_means_and_estimate_the_total(ch):
+    rows = by(query(ch, "bytes_by_operation", "r3"), "operation", "protocol")
+    rest, grpc = rows[("op.W", "rest")], rows[("op.W", "grpc")]
+    assert (rest["calls"], rest["sampled_calls"], rest["sample_rate"]) == ("44", "6", "0.1")
+    # request bodies: 40 calls of 50 B, 4 of 150 B -> 2600 / 44 = 59.09 (unweighted: 83.3)
+    assert (rest["req_header_b"], rest["req_body_b"], rest["resp_body_b"], rest["total_b"]) \
+        == ("200", "59.1", "150", "560")
+    # every call moves 300 + 260 wire bytes: 560 * 44; gRPC 270 * 7
+    assert (rest["sum_wire_b"], grpc["sum_wire_b"]) == ("24640", "1890")
+    assert (grpc["calls"], grpc["sampled_calls"], grpc["sample_rate"]) == ("7", "4", "0.5")
+    # bodies 59.09 + 150 vs 25 + 75
+    assert (rest["body_ratio"], rest["wire_ratio"], grpc["wire_ratio"]) == ("2.091", "2.074", "1")
+    full = by(query(ch, "bytes_by_operation"), "operation", "protocol")[("op.A", "rest")]
+    assert (full["sum_wire_b"], full["sample_rate"]) == (str(5 * 560), "1")
+
+
+def test_sampled_throughput_and_errors_per_second(ch):
+    rows = query(ch, "throughput_per_second", "r3")
+    sec = lambda s: ts(s)[:19]  # noqa: E731
+    assert [(r["second"], r["protocol"], r["calls"], r["sampled_calls"], r["sample_rate"], r["errors"])
+            for r in rows] == [
+        (sec(32), "rest", "40", "4", "0.1", "10"),   # the 503 stands for 10
+        (sec(35), "rest", "2", "1", "0.5", "0"),
+        (sec(36), "rest", "2", "1", "0.5", "0"),
+        (sec(37), "grpc", "1", "1", "1", "0"),
+        (sec(38), "grpc", "2", "1", "0.5", "0"),
+        (sec(39), "grpc", "2", "1", "0.5", "2"),
+        (sec(40), "grpc", "2", "1", "0.5", "0"),
+    ]
+
+
+def test_sampled_errors_share_of_the_estimated_calls(ch):
+    rows = query(ch, "errors_by_status", "r3")
+    # gRPC: one of 3 calls at 0.5 failed -> 2 of 7; REST: the 503 at 0.1 -> 10 of 44
+    assert [(r["protocol"], r["operation"], r["http_status"], r["grpc_status"], r["calls"], r["sampled_calls"],
+             r["sample_rate"], r["share"]) for r in rows] == [
+        ("grpc", "op.W", "200", "14", "2", "1", "0.5", str(round(2 / 7, 6))),
+        ("rest", "op.W", "503", "\\N", "10", "1", "0.1", str(round(10 / 44, 6))),
+    ]
+
+
+def test_sampled_streaming_efficiency(ch):
+    rows = by(query(ch, "streaming_efficiency", "r3"), "operation", "protocol")
+    rest, grpc = rows[("op.W", "rest")], rows[("op.W", "grpc")]
+    # REST: 44 units of work in 10 * 10 ms + 2 * 30 ms = 160 ms -> 275/s, 3636.364 ms per 1000
+    assert (rest["calls"], rest["sampled_calls"], rest["sample_rate"]) == ("44", "6", "0.1")
+    assert (rest["req_bytes_per_message"], rest["messages_per_second"], rest["work_ms_per_1000_messages"]) \
+        == ("59.1", "275", "3636.364")
+    # gRPC: 7 units in 14 ms
+    assert (grpc["calls"], grpc["sampled_calls"], grpc["messages_per_second"], grpc["work_ms_per_1000_messages"]) \
+        == ("7", "4", "500", "2000")
+
+
+def test_sampled_connections_have_no_positions(ch):
+    rows = query(ch, "header_compression", "r3")
+    # connection 77 (rates 0.1, 0.5) and 78 (1 and 0.5): calls between the recorded ones
+    # are unknown, so no position; bytes weighted
+    assert [(r["protocol"], r["request_index"], r["calls"], r["sampled_calls"], r["sample_rate"],
+             r["uncompressed_header_b"], r["wire_header_b"], r["ratio"]) for r in rows] == [
+        ("grpc", "sampled", "7", "4", "0.5", "200", "20", "0.1"),
+        ("rest", "sampled", "44", "6", "0.1", "220", "220", "1"),
+    ]
+
+
+def test_sampled_cpu_per_1000_estimated_calls(ch):
+    rows = by(query(ch, "cpu_per_1000_calls", "r3"), "protocol")
+    # REST's window T0+32 .. T0+36 (4 s), gRPC's T0+37 .. T0+40 (3 s), at 0.75 CPU-s/s:
+    # 3 and 2.25 CPU-s, per 1000 of 44 and 7 estimated calls
+    assert {p: (r["calls"], r["sampled_calls"], r["sample_rate"], r["cpu_seconds"], r["cpu_ms_per_1000_calls"])
+            for p, r in rows.items()} == {
+        "rest": ("44", "6", "0.1", "3", str(round(3e6 / 44, 3))),
+        "grpc": ("7", "4", "0.5", "2.25", str(round(2.25e6 / 7, 3))),
+    }
+
+
+def test_sampled_compare_protocols_counts_the_sample(ch):
+    row, = query(ch, "compare_protocols", "r3", operation="op.W")
+    # medians over the sampled calls: REST 1, 2, 3, 4, 10, 20 -> rank floor(3) + 1 = 4 ms; gRPC 2 ms
+    assert (row["n_a"], row["n_b"], row["sample_rate"], row["median_a_ms"], row["median_b_ms"],
+            row["median_ratio"]) == ("6", "4", "0.1", "4", "2", "0.5")
+    row, = query(ch, "compare_protocols", "r2")
+    assert row["sample_rate"] == "1"
+
+
+def test_sampled_latency_and_bytes(ch):
+    rows = by(query(ch, "latency_bytes_by_operation", "r3"), "operation", "protocol")
+    rest = rows[("op.W", "rest")]
+    assert (rest["calls"], rest["sampled_calls"], rest["sample_rate"], rest["p50_ms"], rest["p95_ms"],
+            rest["req_body_b"], rest["resp_body_b"]) == ("44", "6", "0.1", "4", "20", "59.1", "150")
+    grpc = rows[("op.W", "grpc")]
+    assert (grpc["calls"], grpc["sampled_calls"], grpc["sample_rate"], grpc["p50_ms"]) == ("7", "4", "0.5", "2")
+
+
+def test_a_row_without_a_known_rate_counts_once(ch):
+    # Rows written without sample_rate (the column's default 0, e.g. bench/query_speed.py's
+    # synthetic calls) stand for one call each, like a recorded call at rate 1.
+    ch.sql(f"INSERT INTO wirelens.requests (timestamp, request_id, run_id, protocol, operation, duration_us) "
+           f"VALUES ('{ts(50)}', 'z1', 'r4', 'rest', 'op.Z', 1000)")
+    try:
+        row, = query(ch, "latency_by_operation", "r4")
+        assert (row["calls"], row["sampled_calls"], row["sample_rate"], row["mean_ms"]) == ("1", "1", "1", "1")
+    finally:
+        ch.sql("ALTER TABLE wirelens.requests DELETE WHERE run_id = 'r4' SETTINGS mutations_sync = 1")
