@@ -207,11 +207,12 @@ type legendItem struct {
 // CDFSeries is one protocol's latency distribution: Values[i] (ms) is the
 // Levels[i] quantile.
 type CDFSeries struct {
-	Name   string
-	Calls  int64
-	Median float64 // ms; NaN: read it from the 0.5 level
-	Levels []float64
-	Values []float64 // milliseconds
+	Name         string
+	Calls        int64   // estimated when sampled (each recorded call weighted by 1/sample_rate)
+	SampledCalls int64   // calls recorded, the quantiles' sample; 0: the same as Calls
+	Median       float64 // ms; NaN: read it from the 0.5 level
+	Levels       []float64
+	Values       []float64 // milliseconds
 }
 
 // CDFChart draws cumulative distributions on a log-scale latency axis.
@@ -231,6 +232,9 @@ func CDFChart(title string, series []CDFSeries) string {
 			median = quantileAt(sr, 0.5)
 		}
 		label := fmt.Sprintf("%s (%d calls, p50 %s)", sr.Name, sr.Calls, FormatMillis(median))
+		if sr.SampledCalls > 0 && sr.SampledCalls != sr.Calls {
+			label = fmt.Sprintf("%s (~%d calls, %d sampled, p50 %s)", sr.Name, sr.Calls, sr.SampledCalls, FormatMillis(median))
+		}
 		w := 18 + 6.4*float64(len([]rune(label)))
 		if x+w > width-right && x > left {
 			x, y = left, y+17

@@ -72,7 +72,8 @@ type Report struct {
 	ClickHouseURL string
 	JaegerURL     string
 	QueriesDir    string
-	Notes         []string // about the report as a whole (missing queries, charts skipped)
+	Notes         []string  // about the report as a whole (missing queries, charts skipped)
+	Sampling      *Sampling // nil when the sampling query failed (a note says why)
 	Latency       *Section
 	Sections      []*Section
 	Slowest       *Section
@@ -162,6 +163,13 @@ func Build(ctx context.Context, opt Options) (*Report, error) {
 		return nil, err
 	}
 	params := rep.Window.Params()
+	if rep.Sampling, err = samplingSummary(ctx, ch, params); err != nil {
+		var unreachable *UnreachableError
+		if errors.As(err, &unreachable) {
+			return nil, err
+		}
+		rep.Notes = append(rep.Notes, "Could not tell whether the calls were sampled: "+err.Error())
+	}
 
 	// Latency distribution (built in).
 	lat, medians := latencySection(ctx, ch, params)
@@ -189,6 +197,10 @@ func Build(ctx context.Context, opt Options) (*Report, error) {
 	}
 
 	rep.Slowest, rep.SlowCalls = slowestSection(ctx, ch, params, rep.JaegerURL)
+	if rep.Sampling.Sampled() && len(rep.SlowCalls) > 0 {
+		rep.Slowest.Notes = append(rep.Slowest.Notes, "Only sampled calls are listed (sample_rate below 1): "+
+			"the slowest calls of all may be among those not recorded.")
+	}
 	return rep, nil
 }
 
@@ -334,19 +346,22 @@ func latencySection(ctx context.Context, ch *ClickHouse, params map[string]strin
 		sec.Notes = append(sec.Notes, "No calls in the window: no latency chart.")
 		return sec, medians
 	}
-	idx, missing := indexes(res, "operation", "protocol", "calls", "median_us", "quantiles_us")
+	idx, missing := indexes(res, "operation", "protocol", "calls", "sampled_calls", "sample_rate", "median_us", "quantiles_us")
 	if len(missing) > 0 {
 		sec.Errors = append(sec.Errors, "the answer lacks the columns "+strings.Join(missing, ", "))
 		return sec, nil
 	}
-	iOp, iProto, iCalls, iMed, iQ := idx[0], idx[1], idx[2], idx[3], idx[4]
+	iOp, iProto, iCalls, iSampled, iRate, iMed, iQ := idx[0], idx[1], idx[2], idx[3], idx[4], idx[5], idx[6]
 	levels := cdfLevels()
 	series := map[string][]CDFSeries{}
 	table := &Result{Columns: []Column{{"operation", "String"}, {"protocol", "String"}, {"calls", "UInt64"},
+		{"sampled_calls", "UInt64"}, {"sample_rate", "Float64"},
 		{"p50_ms", "Float64"}, {"p90_ms", "Float64"}, {"p99_ms", "Float64"}, {"p99.9_ms", "Float64"}}}
 	for _, row := range res.Rows {
 		op, proto := CellText(row[iOp]), CellText(row[iProto])
-		calls, _ := CellFloat(row[iCalls])
+		calls, _ := cellInt(row[iCalls])
+		sampled, _ := cellInt(row[iSampled])
+		rate, _ := CellFloat(row[iRate])
 		if med, ok := CellFloat(row[iMed]); ok {
 			if medians[op] == nil {
 				medians[op] = map[string]float64{}
@@ -354,7 +369,7 @@ func latencySection(ctx context.Context, ch *ClickHouse, params map[string]strin
 			medians[op][proto] = med
 		}
 		qs, _ := row[iQ].([]any)
-		sr := CDFSeries{Name: proto, Calls: int64(calls), Levels: levels, Median: math.NaN()}
+		sr := CDFSeries{Name: proto, Calls: calls, SampledCalls: sampled, Levels: levels, Median: math.NaN()}
 		if m, ok := medians[op][proto]; ok {
 			sr.Median = m / 1000
 		}
@@ -367,16 +382,20 @@ func latencySection(ctx context.Context, ch *ClickHouse, params map[string]strin
 		if m, ok := medians[op][proto]; ok {
 			med = m / 1000
 		}
-		trow := []any{op, proto, int64(calls), roundMS(med)}
+		trow := []any{op, proto, calls, sampled, rate, roundMS(med)}
 		for _, l := range []float64{0.9, 0.99, 0.999} {
 			trow = append(trow, roundMS(quantileAt(sr, l)))
 		}
 		table.Rows = append(table.Rows, trow)
 	}
 	sec.Table = table
+	caption := "Share of calls (y) completed within a latency (x, log scale), per protocol."
+	if note := sampledNote(table); note != "" {
+		sec.Notes = append(sec.Notes, note)
+		caption += " Sampled: the curves are over the calls recorded."
+	}
 	for _, op := range sortedKeys(series) {
-		sec.Charts = append(sec.Charts, Chart{Title: op, SVG: CDFChart(op, series[op]),
-			Caption: "Share of calls (y) completed within a latency (x, log scale), per protocol."})
+		sec.Charts = append(sec.Charts, Chart{Title: op, SVG: CDFChart(op, series[op]), Caption: caption})
 	}
 	return sec, medians
 }
@@ -419,6 +438,9 @@ func runSaved(ctx context.Context, ch *ClickHouse, q SavedQuery, params map[stri
 		sec.Result = res
 		if len(res.Rows) == 0 {
 			sec.Notes = append(sec.Notes, "No rows in the window.")
+		}
+		if note := sampledNote(res); note != "" {
+			sec.Notes = append(sec.Notes, note)
 		}
 		return sec
 	}
@@ -546,6 +568,9 @@ func runPairwise(ctx context.Context, ch *ClickHouse, q SavedQuery, sec *Section
 		sec.Notes = append(sec.Notes, "Skipped: no operation has two protocols in the window.")
 	} else if sec.Result != nil && len(sec.Result.Rows) == 0 {
 		sec.Notes = append(sec.Notes, "No rows.")
+	}
+	if note := sampledNote(sec.Result); note != "" {
+		sec.Notes = append(sec.Notes, note)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 type fakeClickHouse struct {
 	mu    sync.Mutex
 	calls []map[string]string // param_* of each query, plus "sql"
+	rate  float64             // the calls' sample rate (0: 1, every call recorded)
 }
 
 func (f *fakeClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -36,6 +37,12 @@ func (f *fakeClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.calls = append(f.calls, params)
 	f.mu.Unlock()
 	w.Header().Set("X-ClickHouse-Timezone", "UTC")
+	rate := f.rate
+	if rate == 0 {
+		rate = 1
+	}
+	// n recorded calls, and the calls they stand for
+	sampled := func(n int) string { return fmt.Sprintf("%d,%d,%g", int(float64(n)/rate+0.5), n, rate) }
 	answer := func(meta string, rows ...string) {
 		fmt.Fprintf(w, `{"meta":[%s],"data":[%s],"rows":%d}`, meta, strings.Join(rows, ","), len(rows))
 	}
@@ -51,6 +58,10 @@ func (f *fakeClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		answer(`{"name":"calls","type":"UInt64"},{"name":"first_ns","type":"Int64"},{"name":"last_ns","type":"Int64"}`,
 			`[5,1795316402724249000,1795316403332854000]`)
+	case strings.Contains(sql, "max_sample_rate"):
+		answer(`{"name":"sampled_calls","type":"UInt64"},{"name":"calls","type":"UInt64"},`+
+			`{"name":"min_sample_rate","type":"Nullable(Float64)"},{"name":"max_sample_rate","type":"Nullable(Float64)"}`,
+			fmt.Sprintf(`[63,%d,%g,%g]`, int(63/rate+0.5), rate, rate))
 	case strings.Contains(sql, "quantiles("):
 		q := func(base float64) string {
 			var v []string
@@ -60,10 +71,11 @@ func (f *fakeClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return "[" + strings.Join(v, ",") + "]"
 		}
 		answer(`{"name":"operation","type":"LowCardinality(String)"},{"name":"protocol","type":"LowCardinality(String)"},`+
-			`{"name":"calls","type":"UInt64"},{"name":"median_us","type":"UInt64"},{"name":"quantiles_us","type":"Array(Float64)"}`,
-			`["echo.BiStream","grpc",3,501,`+q(400)+`]`,
-			`["hello.SayHello","grpc",30,395,`+q(300)+`]`,
-			`["hello.SayHello","rest",30,542,`+q(500)+`]`)
+			`{"name":"calls","type":"UInt64"},{"name":"sampled_calls","type":"UInt64"},{"name":"sample_rate","type":"Float64"},`+
+			`{"name":"median_us","type":"UInt64"},{"name":"quantiles_us","type":"Array(Float64)"}`,
+			`["echo.BiStream","grpc",`+sampled(3)+`,501,`+q(400)+`]`,
+			`["hello.SayHello","grpc",`+sampled(30)+`,395,`+q(300)+`]`,
+			`["hello.SayHello","rest",`+sampled(30)+`,542,`+q(500)+`]`)
 	case strings.Contains(sql, "duration_us DESC"):
 		answer(`{"name":"timestamp","type":"DateTime64(9)"},{"name":"operation","type":"LowCardinality(String)"},`+
 			`{"name":"protocol","type":"LowCardinality(String)"},{"name":"duration_us","type":"UInt64"},{"name":"trace_id","type":"String"}`,
@@ -75,8 +87,10 @@ func (f *fakeClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			`{"name":"resp_body_b","type":"Float64"},{"name":"resp_framing_b","type":"Float64"}`,
 			`["hello.SayHello","grpc",334,15,5,68,22,5]`, `["hello.SayHello","rest",286,19,0,117,29,0]`)
 	case strings.Contains(sql, "-- throughput"):
-		answer(`{"name":"second","type":"DateTime"},{"name":"protocol","type":"String"},{"name":"calls","type":"UInt64"},{"name":"errors","type":"UInt64"}`,
-			`["2026-11-22 03:00:02","grpc",50,0]`, `["2026-11-22 03:00:04","grpc",8,1]`, `["2026-11-22 03:00:02","rest",32,0]`)
+		answer(`{"name":"second","type":"DateTime"},{"name":"protocol","type":"String"},{"name":"calls","type":"UInt64"},`+
+			`{"name":"sampled_calls","type":"UInt64"},{"name":"sample_rate","type":"Float32"},{"name":"errors","type":"UInt64"}`,
+			`["2026-11-22 03:00:02","grpc",`+sampled(50)+`,0]`, `["2026-11-22 03:00:04","grpc",`+sampled(8)+`,1]`,
+			`["2026-11-22 03:00:02","rest",`+sampled(32)+`,0]`)
 	case strings.Contains(sql, "-- compare"):
 		answer(`{"name":"operation","type":"String"},{"name":"a","type":"String"},{"name":"b","type":"String"},{"name":"n","type":"UInt32"}`,
 			fmt.Sprintf(`[%q,%q,%q,%s]`, params["operation"], params["protocol_a"], params["protocol_b"], params["resamples"]))
@@ -188,7 +202,8 @@ func TestBuildRunsEveryQueryAndKeepsGoingAfterAnError(t *testing.T) {
 	}
 	for _, want := range []string{"== How many bytes per call? [bytes_by_operation.sql]", "== Does a failure stay in its section? [broken.sql]",
 		"ERROR: Code: 62.", "note: No rows in the window.", "  run         dev1", "1 query failed",
-		"hello.SayHello  grpc         30   0.395", "wirelens trace 93ed946bb5f4d49aa2968873a2ed5432"} {
+		"hello.SayHello  grpc         30             30            1   0.395", "wirelens trace 93ed946bb5f4d49aa2968873a2ed5432",
+		"  sampling    none: every call was recorded (sample_rate 1), counts are exact (63 calls)"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("terminal output lacks %q:\n%s", want, text.String())
 		}
@@ -281,5 +296,91 @@ func TestHTMLCapsLongTables(t *testing.T) {
 	}
 	if !strings.Contains(page.String(), "5 more rows not shown here") {
 		t.Error("no note about the rows left out")
+	}
+}
+
+func TestASampledReportSaysSoInItsHeaderAndSections(t *testing.T) {
+	fake := &fakeClickHouse{rate: 0.1}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	rep, err := Build(context.Background(), Options{
+		ClickHouse: testClickHouse(t, srv.URL), JaegerURL: "http://jaeger:16686", QueriesDir: testQueries(t), RunID: "dev1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Sampling == nil || !rep.Sampling.Sampled() || rep.Sampling.SampledCalls != 63 || rep.Sampling.Calls != 630 {
+		t.Fatalf("sampling %+v", rep.Sampling)
+	}
+	line := "sampled at 0.1: counts, throughput and byte totals are estimates (×10); percentiles over 63 sampled calls (of ~630)"
+	sections := map[string]*Section{}
+	for _, s := range rep.AllSections() {
+		sections[s.Name] = s
+	}
+	for _, name := range []string{"latency_cdf", "throughput_per_second", "slowest_calls"} {
+		if !strings.Contains(strings.Join(sections[name].Notes, " "), "ampled") {
+			t.Errorf("%s: no note about sampling: %v", name, sections[name].Notes)
+		}
+	}
+	// Sections without a sample_rate column say nothing.
+	if n := sections["bytes_by_operation"].Notes; len(n) != 0 {
+		t.Errorf("bytes_by_operation notes %v", n)
+	}
+
+	var text strings.Builder
+	if err := WriteText(&text, rep, "table"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"  sampling    sampled at 0.1: counts, throughput and byte totals are estimates (×10); percentiles over 63 sampled\n" +
+			"              calls (of ~630)\n",
+		"hello.SayHello  grpc        300             30          0.1   0.395",
+		"note: Sampled (sample_rate down to 0.1): calls, errors and byte totals are estimates, each recorded call weighted by 1/sample_rate",
+		"note: Only sampled calls are listed",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("terminal output lacks %q:\n%s", want, text.String())
+		}
+	}
+	var tsv strings.Builder
+	if err := WriteText(&tsv, rep, "tsv"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tsv.String(), "# sampling: "+line+"\n") {
+		t.Errorf("tsv output lacks the sampling line:\n%s", tsv.String())
+	}
+	var page strings.Builder
+	if err := WriteHTML(&page, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<dt>Sampling</dt><dd class="sampled">` + line + `</dd>`,
+		"(~300 calls, 30 sampled, p50 395 µs)", "Sampled: the curves are over the calls recorded."} {
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+}
+
+func TestSamplingLine(t *testing.T) {
+	for _, c := range []struct {
+		s    *Sampling
+		want string
+	}{
+		{nil, ""},
+		{&Sampling{MinRate: 1, MaxRate: 1}, ""},
+		{&Sampling{SampledCalls: 1234, Calls: 1234, MinRate: 1, MaxRate: 1},
+			"none: every call was recorded (sample_rate 1), counts are exact (1,234 calls)"},
+		{&Sampling{SampledCalls: 1234, Calls: 12340, MinRate: 0.1, MaxRate: 0.1},
+			"sampled at 0.1: counts, throughput and byte totals are estimates (×10); percentiles over 1,234 sampled calls (of ~12,340)"},
+		{&Sampling{SampledCalls: 3, Calls: 14, MinRate: 0.1, MaxRate: 0.5},
+			"sampled at 0.1 to 0.5: counts, throughput and byte totals are estimates (each call ×2 to ×10 by its rate); " +
+				"percentiles over 3 sampled calls (of ~14)"},
+		{&Sampling{SampledCalls: 3, Calls: 9, MinRate: 1.0 / 3, MaxRate: 1},
+			"sampled at 0.333333 to 1: counts, throughput and byte totals are estimates (each call ×1 to ×3 by its rate); " +
+				"percentiles over 3 sampled calls (of ~9)"},
+	} {
+		if got := c.s.Line(); got != c.want {
+			t.Errorf("%+v: got %q, want %q", c.s, got, c.want)
+		}
 	}
 }

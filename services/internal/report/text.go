@@ -26,6 +26,13 @@ func WriteText(w io.Writer, rep *Report, format string) error {
 		}
 		fmt.Fprintf(&b, "  ClickHouse  %s\n  queries     %s\n", rep.ClickHouseURL, rep.QueriesDir)
 	}
+	if line := rep.Sampling.Line(); line != "" {
+		if tsv {
+			fmt.Fprintf(&b, "# sampling: %s\n", line)
+		} else {
+			fmt.Fprintf(&b, "  sampling    %s\n", wrap(line, 100, "              "))
+		}
+	}
 	for _, n := range rep.Notes {
 		if tsv {
 			fmt.Fprintf(&b, "# note: %s\n", n)

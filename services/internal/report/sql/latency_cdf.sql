@@ -4,15 +4,23 @@
 --
 -- Built into `wirelens report` for its latency chart; the median also picks
 -- the fastest protocol of each operation for compare_protocols.sql.
+-- Sampling (queries/README.md, "Sampling"): calls is an estimate (each
+-- recorded call weighted by 1/sample_rate), the quantiles are over the
+-- sampled_calls recorded; sample_rate is the lowest rate among them.
 --
 -- Parameters:
 --   {since:DateTime64(3)}  window start (inclusive)
 --   {until:DateTime64(3)}  window end (exclusive)
 --   {run_id:String}        a load run's id, or '' for every call in the window
+WITH
+    -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
+    if(r.sample_rate > 0, round(toFloat64(r.sample_rate), 7), 1) AS rate
 SELECT
     operation,
     protocol,
-    count()                                   AS calls,
+    toUInt64(round(sum(1 / rate)))            AS calls,
+    count()                                   AS sampled_calls,
+    min(rate)                                 AS sample_rate,
     quantileExact(0.50)(duration_us)          AS median_us,
     quantiles(
         0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.10,
@@ -26,7 +34,7 @@ SELECT
         0.81, 0.82, 0.83, 0.84, 0.85, 0.86, 0.87, 0.88, 0.89, 0.90,
         0.91, 0.92, 0.93, 0.94, 0.95, 0.96, 0.97, 0.98, 0.99, 0.999
     )(duration_us)                            AS quantiles_us
-FROM wirelens.requests FINAL
+FROM wirelens.requests AS r FINAL
 WHERE timestamp >= {since:DateTime64(3)}
   AND timestamp < {until:DateTime64(3)}
   AND ({run_id:String} = '' OR run_id = {run_id:String})
