@@ -402,11 +402,14 @@ def inject_hcm(site: HcmSite, bootstrap: dict, options: Options, operations: lis
         _put_before(hcm, "access_log", [], "http_filters")
     logs = hcm["access_log"]
     kept = len(logs)
+    # Sampling: unsampled calls have no record, so the log keeps only recorded calls (render.py, "Sampling").
+    recorded_only = render.sampled(json.loads(configuration))
     logs.append(render.access_logger(options.access_log, options.access_log_path, COLLECTOR_CLUSTER,
-                                     name=ACCESS_LOG_NAME))
+                                     name=ACCESS_LOG_NAME, recorded_only=recorded_only))
     sink = (f"OTLP/gRPC to {options.collector_host}:{options.collector_port}" if options.access_log == "otlp"
             else f"JSON lines to {options.access_log_path} (ship them with logship)")
     lines.append(f"  + access log {ACCESS_LOG_NAME}: the record as {sink}"
+                 + (", only calls the filter sampled" if recorded_only else "")
                  + (f"; your {kept} access log(s) kept" if kept else ""))
 
     tracing = hcm.get("tracing")
@@ -625,6 +628,7 @@ def update_ecds(directory: Path, options: Options, new_wasm: bool) -> tuple[Repo
                           f"{ecds_resource_path(directory, FILTER_NAME).name}); inject with --ecds-dir first")
     operations = operation_map({}, options, report) if options.descriptor_set is not None else None
     resources = {}
+    sampling_changed = False
     for name in names:
         path = ecds_resource_path(directory, name)
         try:
@@ -641,6 +645,8 @@ def update_ecds(directory: Path, options: Options, new_wasm: bool) -> tuple[Repo
             current["operations"] = operations
         if options.sample_rate is not None:
             changes.append(f"sample_rate {current.get('sample_rate', 1)} -> {options.sample_rate}")
+            if render.sampled({"sample_rate": options.sample_rate}) != render.sampled(current):
+                sampling_changed = True
             current["sample_rate"] = options.sample_rate
         if new_wasm:
             new_code = ecds_wasm_path(directory, options.wasm)
@@ -648,6 +654,12 @@ def update_ecds(directory: Path, options: Options, new_wasm: bool) -> tuple[Repo
             code = new_code
         report.note(f"{name}: {', '.join(changes) or 'nothing to change'}")
         resources[name] = wasm_config(name, json.dumps(current, separators=(",", ":")), code)
+    if sampling_changed:
+        # The access log lives in the bootstrap, outside ECDS: its filter for recorded calls stays as injected.
+        report.note(f"the access log {ACCESS_LOG_NAME} in your bootstrap keeps its injected filter: below rate 1 it "
+                    "should log only sampled calls (unsampled ones have no record; the materialized view drops their "
+                    "lines, so counts stay right, but they still travel to the Collector), at 1 every call. "
+                    f"To change it, inject again with --sample-rate {options.sample_rate:g}")
     return report, write_ecds(directory, resources, options.wasm if new_wasm else None)
 
 

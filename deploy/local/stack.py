@@ -96,6 +96,13 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
         raise StackError(f"WIRELENS_ACCESS_LOG_SINK={settings['WIRELENS_ACCESS_LOG_SINK']!r}: expected one of "
                          f"{', '.join(envoy_render.ACCESS_LOG_SINKS)}")
     settings["WIRELENS_ACCESS_LOG"] = str(state_dir / "envoy" / "access.jsonl")
+    # The share of calls the wirelens filter records (its sample_rate; envoy/render.py,
+    # "Sampling"). The saved queries and the report weight each recorded call by 1/rate.
+    settings["WIRELENS_SAMPLE_RATE"] = environ.get("WIRELENS_SAMPLE_RATE", "1")
+    try:
+        envoy_render.check_sample_rate(settings["WIRELENS_SAMPLE_RATE"], "WIRELENS_SAMPLE_RATE")
+    except ValueError as exc:
+        raise StackError(str(exc)) from None
     for name, default in (("WIRELENS_ENVOY_FILE_FLUSH_MS", "200"),
                           ("WIRELENS_ACCESS_LOG_ROTATE_BYTES", str(64 << 20))):
         settings[name] = environ.get(name, default)
@@ -243,7 +250,8 @@ def _render_envoy(settings: dict[str, str]) -> None:
     access_log = Path(settings["WIRELENS_ACCESS_LOG"])
     access_log.parent.mkdir(parents=True, exist_ok=True)
     rendered = envoy_render.render(settings, wasm, plugin_config, descriptor_set,
-                                   access_log=settings["WIRELENS_ACCESS_LOG_SINK"], access_log_path=access_log)
+                                   access_log=settings["WIRELENS_ACCESS_LOG_SINK"], access_log_path=access_log,
+                                   sample_rate=float(settings["WIRELENS_SAMPLE_RATE"]))
     (state_dir(settings) / "envoy.yaml").write_text(rendered)
 
 
