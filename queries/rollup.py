@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Check or rebuild the per-minute rollup (wirelens.requests_by_minute) from the raw calls.
+
+The rollup is fed at insert time, so a record the pipeline re-sent after a
+failure is counted twice there while the raw table's FINAL keeps it once.
+
+    queries/rollup.py check   [--since 1d]          rollup calls vs raw FINAL, per day
+    queries/rollup.py rebuild --day 2026-11-25      recompute one day from wirelens.requests FINAL
+
+`rebuild` fills a staging table with the materialized view's own SELECT
+(queries/schema/004_requests_by_minute.sql, read from that file: one
+definition) over the day's raw calls with FINAL, then swaps the day's
+partition in with REPLACE PARTITION, so readers never see the day empty.
+Calls that arrive for that day while it runs can be missed or counted
+twice; rebuild a day once its traffic is in, then `check` again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import re
+import sys
+from pathlib import Path
+
+QUERIES = Path(__file__).resolve().parent
+sys.path.insert(0, str(QUERIES))
+import saved  # noqa: E402
+
+ROLLUP_DDL = QUERIES / "schema" / "004_requests_by_minute.sql"
+STAGING = "wirelens.requests_by_minute_rebuild"
+
+CHECK_SQL = """
+SELECT
+    day,
+    toUInt64(round(rollup_calls)) AS rollup_calls,
+    raw_calls,
+    toInt64(round(rollup_calls)) - toInt64(raw_calls) AS extra
+FROM
+(
+    SELECT toDate(minute) AS day, sum(calls) AS rollup_calls
+    FROM wirelens.requests_by_minute
+    WHERE minute >= toStartOfDay({since:DateTime64(3)})
+    GROUP BY day
+) AS rollup
+FULL OUTER JOIN
+(
+    SELECT toDate(timestamp) AS day,
+           sum(1 / if(sample_rate > 0, round(toFloat64(sample_rate), 7), 1)) AS raw_weighted,
+           toUInt64(round(raw_weighted)) AS raw_calls
+    FROM wirelens.requests FINAL
+    WHERE timestamp >= toStartOfDay({since:DateTime64(3)})
+    GROUP BY day
+) AS raw USING (day)
+ORDER BY day
+"""
+
+
+def view_select() -> str:
+    """The SELECT of wirelens.requests_by_minute_from_requests, as the schema file defines it."""
+    text = "\n".join(line for line in ROLLUP_DDL.read_text().splitlines() if not line.strip().startswith("--"))
+    match = re.search(r"CREATE MATERIALIZED VIEW IF NOT EXISTS wirelens\.requests_by_minute_from_requests\s+"
+                      r"TO wirelens\.requests_by_minute\s+AS\s+(.*?);", text, re.S)
+    if not match:
+        raise saved.QueryError(f"{ROLLUP_DDL}: no materialized view wirelens.requests_by_minute_from_requests")
+    select = match[1] + "\n"
+    source = "FROM wirelens.requests AS r\n"
+    if source not in select:
+        raise saved.QueryError(f"{ROLLUP_DDL}: the view's SELECT does not read {source.strip()!r}")
+    return select.replace(source, "FROM wirelens.requests AS r FINAL\nWHERE toDate(r.timestamp) = {day:Date}\n")
+
+
+def rebuild(url: str, day: dt.date) -> None:
+    partition = day.isoformat()  # a date object's text: safe to write into the statement
+    saved.post(url, f"DROP TABLE IF EXISTS {STAGING}")
+    saved.post(url, f"CREATE TABLE {STAGING} AS wirelens.requests_by_minute")
+    try:
+        saved.post(url, f"INSERT INTO {STAGING}\n{view_select()}", {"day": partition}, timeout=3600)
+        saved.post(url, f"ALTER TABLE wirelens.requests_by_minute REPLACE PARTITION '{partition}' FROM {STAGING}")
+    finally:
+        saved.post(url, f"DROP TABLE IF EXISTS {STAGING}")
+
+
+def check(url: str, since: dt.timedelta) -> str:
+    return saved.run(url, CHECK_SQL, saved.window(since), fmt="PrettyCompactMonoBlock")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["check", "rebuild"])
+    parser.add_argument("--day", type=dt.date.fromisoformat, help="rebuild: the day (YYYY-MM-DD, UTC)")
+    parser.add_argument("--since", default="1d", help="check: days back from now (e.g. 1d, 7d); default 1d")
+    parser.add_argument("--clickhouse-url",
+                        default=os.environ.get("WIRELENS_CLICKHOUSE_URL",
+                                               f"http://127.0.0.1:{os.environ.get('WIRELENS_CLICKHOUSE_HTTP_PORT', '8123')}"),
+                        help="ClickHouse HTTP interface (default $WIRELENS_CLICKHOUSE_URL or 127.0.0.1:8123)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "rebuild":
+            if args.day is None:
+                parser.error("rebuild needs --day YYYY-MM-DD")
+            rebuild(args.clickhouse_url, args.day)
+            print(f"rebuilt wirelens.requests_by_minute for {args.day} from wirelens.requests FINAL")
+        print(check(args.clickhouse_url, saved.parse_duration(args.since)), end="")
+    except saved.QueryError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
