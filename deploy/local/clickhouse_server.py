@@ -29,7 +29,8 @@ KEEP_ALIVE = (
 )
 
 
-def write_config(run_dir: Path, listen_host: str, tcp_port: int, http_port: int) -> None:
+def write_config(run_dir: Path, listen_host: str, tcp_port: int, http_port: int,
+                 extra_config: Path | None = None) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.xml").write_text(
         "<clickhouse>\n"
@@ -37,8 +38,27 @@ def write_config(run_dir: Path, listen_host: str, tcp_port: int, http_port: int)
         f"  <tcp_port>{tcp_port}</tcp_port>\n"
         f"  <http_port>{http_port}</http_port>\n"
         "  <logger><level>warning</level><console>1</console></logger>\n"
-        "</clickhouse>\n"
+        + (extra_settings(extra_config) if extra_config else "")
+        + "</clickhouse>\n"
     )
+
+
+def extra_settings(path: Path) -> str:
+    """The elements under an XML file's <clickhouse> root, as text to add to config.xml
+    (e.g. remote_servers, macros, users_config for a cluster node)."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError) as exc:
+        raise SystemExit(f"--extra-config {path}: {exc}") from None
+    if root.tag != "clickhouse":
+        raise SystemExit(f"--extra-config {path}: the root element is <{root.tag}>, expected <clickhouse>")
+    taken = {"listen_host", "tcp_port", "http_port", "logger"} & {child.tag for child in root}
+    if taken:
+        raise SystemExit(f"--extra-config {path}: sets {', '.join(sorted(taken))}, which the command line "
+                         "sets; use --listen-host/--tcp-port/--http-port")
+    return "".join("  " + ET.tostring(child, encoding="unicode").strip() + "\n" for child in root)
 
 
 def run_engine(data_dir: Path) -> int:
@@ -58,7 +78,8 @@ def run_engine(data_dir: Path) -> int:
 def supervise(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir).resolve()
     data_dir = Path(args.data_dir).resolve()
-    write_config(run_dir, args.listen_host, args.tcp_port, args.http_port)
+    write_config(run_dir, args.listen_host, args.tcp_port, args.http_port,
+                 Path(args.extra_config) if args.extra_config else None)
 
     stopping = False
     child: subprocess.Popen | None = None
@@ -112,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--listen-host", default="127.0.0.1")
     parser.add_argument("--tcp-port", type=int, default=9000, help="native protocol port")
     parser.add_argument("--http-port", type=int, default=8123, help="HTTP interface port")
+    parser.add_argument("--extra-config", metavar="XML",
+                        help="more server settings: an XML file whose <clickhouse> root's elements are added "
+                             "to config.xml (remote_servers, macros, users_config, ...)")
     parser.add_argument("--engine", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.engine:

@@ -39,6 +39,8 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "envoy"))
 sys.path.insert(0, str(ROOT / "queries"))
+sys.path.insert(0, str(ROOT / "queries" / "schema" / "cluster"))
+import cluster_schema  # noqa: E402  (queries/schema/cluster/cluster_schema.py)
 import render as envoy_render  # noqa: E402  (envoy/render.py)
 import saved  # noqa: E402  (queries/saved.py)
 
@@ -86,6 +88,15 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
     if not settings["WIRELENS_REQUESTS_TTL_DAYS"].isdigit():
         raise StackError(f"WIRELENS_REQUESTS_TTL_DAYS={settings['WIRELENS_REQUESTS_TTL_DAYS']!r} "
                          "is not a whole number of days")
+    # A ClickHouse cluster instead of one server (docs/clickhouse-cluster.md): the
+    # schema step applies queries/schema/cluster's form of the schema for it.
+    for name, default in (("WIRELENS_CLICKHOUSE_CLUSTER", ""), ("WIRELENS_CLICKHOUSE_REPLICATED", "1"),
+                          ("WIRELENS_CLICKHOUSE_ON_CLUSTER", "1")):
+        settings[name] = environ.get(name, default)
+    try:
+        schema_mode(settings)
+    except ValueError as exc:
+        raise StackError(str(exc)) from None
     settings["WIRELENS_COLLECTOR_STORAGE_DIR"] = str(state_dir / "collector" / "storage")
     # Where Envoy's per-call access-log records go (envoy/render.py): `file`
     # (default) is a JSON-lines file that logship ships to the Collector with a
@@ -292,11 +303,36 @@ def _apply_schema(settings: dict[str, str]) -> None:
 
 
 def apply_schema(settings: dict[str, str]) -> None:
+    for statement in schema_statements(settings):
+        clickhouse_query(settings, statement)
+
+
+def schema_mode(settings: dict[str, str]) -> tuple[str, bool, bool]:
+    """(cluster name or '' for one server, replicated, ON CLUSTER) from the settings; ValueError names a bad one."""
+    cluster = settings.get("WIRELENS_CLICKHOUSE_CLUSTER", "")
+    flags = []
+    for name in ("WIRELENS_CLICKHOUSE_REPLICATED", "WIRELENS_CLICKHOUSE_ON_CLUSTER"):
+        value = settings.get(name, "1")
+        if value not in ("0", "1"):
+            raise ValueError(f"{name}={value!r}: expected 1 or 0")
+        flags.append(value == "1")
+    if cluster:
+        cluster_schema.check_cluster_name(cluster)
+    return cluster, flags[0], flags[1]
+
+
+def schema_statements(settings: dict[str, str]) -> list[str]:
+    """queries/schema/*.sql in file order with ${...} filled in; with WIRELENS_CLICKHOUSE_CLUSTER
+    set, their cluster form (_local tables, Distributed tables, ON CLUSTER; cluster_schema.py)."""
+    statements = []
     for path in sorted((ROOT / "queries" / "schema").glob("*.sql")):
         text = string.Template(path.read_text()).substitute(
             WIRELENS_REQUESTS_TTL_DAYS=settings["WIRELENS_REQUESTS_TTL_DAYS"])
-        for statement in split_sql(text):
-            clickhouse_query(settings, statement)
+        statements += split_sql(text)
+    cluster, replicated, on_cluster = schema_mode(settings)
+    if cluster:
+        statements = cluster_schema.cluster_statements(statements, cluster, replicated, on_cluster)
+    return statements
 
 
 def split_sql(text: str) -> list[str]:
