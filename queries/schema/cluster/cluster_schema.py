@@ -146,19 +146,31 @@ def _replicated_engine(body: str, table: str, head: str) -> str:
 
 # ------------------------------------------------------------------ users and grants
 
+# The engines the cluster schema creates tables with (ClickHouse 26.9 checks a
+# TABLE ENGINE grant for each: table_engines_require_grant).
+ENGINES = ("MergeTree", "ReplacingMergeTree", "AggregatingMergeTree", "ReplicatedMergeTree",
+           "ReplicatedReplacingMergeTree", "ReplicatedAggregatingMergeTree", "Distributed")
+
 # Roles, what each does, and its privileges (one GRANT each). Shared by the
 # docs (docs/clickhouse-cluster.md prints them) and the live test, which loads
 # them into users.xml (tests/e2e/test_clickhouse_cluster.py).
 ROLES = {
     # The Collector's clickhouseexporter: inserts its rows; with create_schema
-    # (the default) it also creates its database and tables at startup. The
-    # views it fires run as their definer (the DDL user), so no wirelens grant.
+    # (the default) it also creates its database and tables at startup. Its
+    # inserts fire wirelens's views, which run with the inserting user's
+    # rights: the schema's views carry no SQL SECURITY clause, and ClickHouse
+    # (ignore_empty_sql_security_in_create_view_query = 1, the default) leaves
+    # them without one. So it also inserts, through them, into wirelens's
+    # tables: the Distributed one and, on its own node's shard, the _local ones,
+    # and reads what the rollup's view reads (a view's source needs SELECT).
     "wirelens_writer": [
         "INSERT ON otel.*",
+        "INSERT ON wirelens.*",
+        "SELECT ON wirelens.requests_local",
+        "SELECT ON wirelens.requests",  # the same on one server, where the rollup reads this
         # create_schema: its tables, and for traces a lookup view it defines
-        # (so it reads otel_traces and writes the lookup table as that view's definer)
         "CREATE DATABASE, CREATE TABLE, CREATE VIEW, SELECT ON otel.*",
-    ],
+    ] + [f"TABLE ENGINE ON {engine}" for engine in ("MergeTree", "ReplicatedMergeTree")],
     # wirelens report and queries/saved.py: read the calls, the runs, the
     # rollup and the process metrics (the _local tables too: with a cluster
     # <secret>, shards check the reader's own grants).
@@ -168,14 +180,14 @@ ROLES = {
         "SELECT ON otel.otel_metrics_sum_local",
     ],
     # The schema step (this file's DDL): creates and alters wirelens's tables and
-    # views. Views run as their definer, the user that created them: it keeps
-    # reading otel_logs and writing wirelens's tables for as long as they exist.
+    # views (creating a view checks that its creator may read its source and
+    # write its target).
     "wirelens_ddl": [
         "CREATE DATABASE, CREATE TABLE, CREATE VIEW, ALTER TABLE, ALTER VIEW ON wirelens.*",
         "CREATE DATABASE, CREATE TABLE ON otel.*",
         "SELECT, INSERT ON wirelens.*",
         "SELECT, INSERT ON otel.*",
-    ],
+    ] + [f"TABLE ENGINE ON {engine}" for engine in ENGINES],
 }
 # Needed only for DDL ON CLUSTER (access_control_improvements.on_cluster_queries_require_cluster_grant).
 ON_CLUSTER_GRANT = "CLUSTER ON *.*"
