@@ -15,7 +15,9 @@ hold calls and no call is on two shards, every saved query (queries/*.sql and
 the rollup variants in queries/rollup/) gives the same rows on the cluster as
 on the single node (compare_protocols with 0 resamples in full; with 200, its
 deterministic columns), the report runs on the cluster with the reader's
-grants, a shard killed with SIGKILL mid-load loses no call, and what this
+grants, a shard killed with SIGKILL mid-load loses no call, two replicas per
+shard kept by the Distributed table (no Keeper here) survive the loss of one
+and catch up, and what this
 engine cannot do as a cluster node (replication, ON CLUSTER) is pinned.
 """
 
@@ -461,3 +463,72 @@ def test_engine_limits_are_as_documented(clusters):
         query(url, f"CREATE DATABASE IF NOT EXISTS on_cluster_probe ON CLUSTER '{CLUSTER}'")
     with pytest.raises(ClusterError, match="supports only TCP and HTTP listeners"):
         query(url, "SYSTEM START LISTEN INTERSERVER HTTP")
+
+
+def test_replicas_kept_by_distributed_survive_the_loss_of_one(tmp_path):
+    """Without Keeper, a shard's replicas can still be kept by the Distributed table itself
+    (internal_replication false: it writes every row to each replica). 2 shards x 2 replicas;
+    SIGKILL one replica mid-load: no call lost, reads fail over to its twin while it is down,
+    and it catches up from the other nodes' queues after its restart."""
+    replicated = LocalCluster(tmp_path / "replicas", shards=2, replicas=2, name=CLUSTER,
+                              users_xml=users_xml(tmp_path / "users.xml"))
+    try:
+        replicated.up()
+        for node in replicated.nodes:
+            query(node.url, "CREATE DATABASE IF NOT EXISTS otel")
+            query(node.url, OTEL_LOGS)
+            stack.apply_schema(node_settings(node, cluster=True))
+        s1r1, s1r2, s2r1, s2r2 = replicated.nodes
+        first_call, batches, size = 2_000_000, 30, 500
+        sent, errors = [], []
+
+        def loader():
+            try:
+                for b in range(batches):
+                    for attempt in range(400):  # rotate over the nodes, as a Collector with several hosts
+                        try:
+                            insert_calls(replicated.nodes[(b + attempt) % 4], first_call + b * size, size)
+                            break
+                        except ClusterError:
+                            time.sleep(0.1)  # back-off before the retry
+                    else:
+                        raise AssertionError(f"batch {b} never went in")
+                    sent.append(b)
+            except BaseException as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=loader)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while len(sent) < 5 and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.02)  # polling interval while waiting on a deadline
+        replicated.kill_engine(s1r2)
+        # reads while s1r2 is down: shard 1 answers from s1r1
+        assert int(one(s2r1.url, "SELECT count() FROM wirelens.requests FINAL")) > 0
+        thread.join(timeout=120)
+        assert not thread.is_alive() and not errors, errors
+        replicated.wait_ready(s1r2)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                flush(replicated.nodes)
+                break
+            except ClusterError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)  # polling interval while waiting on a deadline
+        expected = batches * size
+        for node in replicated.nodes:
+            assert int(one(node.url, "SELECT count() FROM wirelens.requests FINAL")) == expected, node.name
+        local = {n.name: int(one(n.url, "SELECT count() FROM wirelens.requests_local FINAL"))
+                 for n in replicated.nodes}
+        assert local["s1r1"] == local["s1r2"] and local["s2r1"] == local["s2r2"], local
+        assert local["s1r1"] + local["s2r1"] == expected, local
+        # and the killed replica has the same calls, not just as many
+        ids = "SELECT groupArraySorted(100000)(request_id) FROM wirelens.requests_local FINAL"
+        assert one(s1r1.url, ids) == one(s1r2.url, ids)
+        # the loss of a replica again, now read right away: the Distributed table fails over
+        replicated.kill_engine(s1r2)
+        assert int(one(s2r2.url, "SELECT count() FROM wirelens.requests FINAL")) == expected
+    finally:
+        replicated.down()
