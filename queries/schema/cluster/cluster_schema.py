@@ -106,7 +106,7 @@ def cluster_statements(statements: list[str], cluster: str, replicated: bool = T
             out.append(f"ALTER TABLE {local(table)}{on}{statement[m.end() - 1:]}")
         elif m := re.match(rf"CREATE MATERIALIZED VIEW IF NOT EXISTS {TABLE}\s+TO {TABLE}\s", statement):
             view, target = m[1], _sharded(m[2], head)
-            sources = set(re.findall(rf"\bFROM\s+{TABLE}(?![\w.])", statement))
+            sources = set(re.findall(rf"\b(?:FROM|JOIN)\s+{TABLE}(?![\w.])", statement))
             sharded_sources = sources & SHARDING_KEYS.keys()
             if sharded_sources and sharded_sources != sources:
                 raise ClusterSchemaError(f"{head}: reads sharded and per-node tables at once ({sorted(sources)})")
@@ -114,7 +114,7 @@ def cluster_statements(statements: list[str], cluster: str, replicated: bool = T
             if sharded_sources:
                 # Fires where the shard's rows are written; writes to the same shard.
                 for source in sharded_sources:
-                    rest = re.sub(rf"\bFROM\s+{re.escape(source)}(?![\w.])", f"FROM {local(source)}", rest)
+                    rest = re.sub(rf"\b(FROM|JOIN)\s+{re.escape(source)}(?![\w.])", rf"\1 {local(source)}", rest)
                 out.append(f"CREATE MATERIALIZED VIEW IF NOT EXISTS {view}{on}\nTO {local(target)}{rest}")
             else:
                 # Fires on the node that received the insert; the Distributed target routes each row.
