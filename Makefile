@@ -170,7 +170,7 @@ test-e2e: browser bench-tools ## end-to-end: the whole stack on free ports, exac
 
 BENCH_ARGS ?=
 
-.PHONY: bench bench-filter bench-instructions bench-probes bench-tools filter-empty
+.PHONY: bench bench-ingest bench-queries bench-filter bench-instructions bench-probes bench-tools filter-empty
 bench-tools: ## wrk, h2load, nghttp from Debian (apt-get install wrk nghttp2-client; root)
 	@bench/install-tools
 
@@ -188,7 +188,13 @@ bench-instructions: venv filter filter-empty proto bench-tools ## instructions p
 bench-probes: venv filter filter-empty proto bench-tools rust-target ## what each kind of proxy-wasm host call costs Envoy (filters/empty probes next to the empty filter)
 	@$(PY) bench/filter_cost.py --no-build --probes --loads wrk $(BENCH_ARGS)
 
-bench: venv filter filter-empty proto bench-tools ## every benchmark, then a one-screen summary (BENCH_ARGS=--quick)
+bench-ingest: venv proto collector services ## ingest CPU per Collector/ClickHouse core and disk per call, as shipped (BENCH_ARGS="--calls N", "--quick")
+	@$(PY) bench/ingest.py $(BENCH_ARGS)
+
+bench-queries: venv ## saved queries (raw and rollup) on 10M synthetic calls (BENCH_ARGS="--rows 100000000" for the growth figures)
+	@$(PY) bench/query_speed.py $(BENCH_ARGS)
+
+bench: venv filter filter-empty proto bench-tools collector services ## every benchmark, then a one-screen summary (BENCH_ARGS=--quick)
 	@$(PY) bench/run_all.py $(BENCH_ARGS)
 
 .PHONY: fuzz
