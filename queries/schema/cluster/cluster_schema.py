@@ -202,7 +202,8 @@ def grant_statements(cluster: str | None, on_cluster: bool = True) -> list[str]:
         for grant in grants:
             out.append(f"GRANT{on} {grant} TO {role}")
     if on:
-        out.append(f"GRANT{on} {ON_CLUSTER_GRANT} TO wirelens_ddl")
+        # the schema step's DDL, and the exporter's own (create_schema with cluster_name)
+        out.append(f"GRANT{on} {ON_CLUSTER_GRANT} TO wirelens_ddl, wirelens_writer")
     return out
 
 
