@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""Check or rebuild the per-minute rollup (wirelens.requests_by_minute) from the raw calls.
+"""Check or rebuild the rollups (wirelens.requests_by_minute, _by_second) from the raw calls.
 
-The rollup is fed at insert time, so a record the pipeline re-sent after a
+The rollups are fed at insert time, so a record the pipeline re-sent after a
 failure is counted twice there while the raw table's FINAL keeps it once.
 
     queries/rollup.py check   [--since 1d]          rollup calls vs raw FINAL, per day
     queries/rollup.py rebuild --day 2026-11-25      recompute one day from wirelens.requests FINAL
 
-`rebuild` fills a staging table with the materialized view's own SELECT
-(queries/schema/004_requests_by_minute.sql, read from that file: one
+`rebuild` fills a staging table per rollup with its materialized view's own
+SELECT (queries/schema/004_rollups.sql, read from that file: one
 definition) over the day's raw calls with FINAL, then swaps the day's
 partition in with REPLACE PARTITION, so readers never see the day empty.
 Calls that arrive for that day while it runs can be missed or counted
@@ -28,22 +28,34 @@ QUERIES = Path(__file__).resolve().parent
 sys.path.insert(0, str(QUERIES))
 import saved  # noqa: E402
 
-ROLLUP_DDL = QUERIES / "schema" / "004_requests_by_minute.sql"
-STAGING = "wirelens.requests_by_minute_rebuild"
+ROLLUP_DDL = QUERIES / "schema" / "004_rollups.sql"
+# rollup table -> the materialized view that fills it
+ROLLUPS = {
+    "wirelens.requests_by_minute": "wirelens.requests_by_minute_from_requests",
+    "wirelens.requests_by_second": "wirelens.requests_by_second_from_requests",
+}
 
 CHECK_SQL = """
 SELECT
     day,
-    toUInt64(round(rollup_calls)) AS rollup_calls,
+    toUInt64(round(minute_calls)) AS by_minute_calls,
+    toUInt64(round(second_calls)) AS by_second_calls,
     raw_calls,
-    toInt64(round(rollup_calls)) - toInt64(raw_calls) AS extra
+    toInt64(round(minute_calls)) - toInt64(raw_calls) AS extra
 FROM
 (
-    SELECT toDate(minute) AS day, sum(calls) AS rollup_calls
+    SELECT toDate(minute) AS day, sum(calls) AS minute_calls
     FROM wirelens.requests_by_minute
     WHERE minute >= toStartOfDay({since:DateTime64(3)})
     GROUP BY day
-) AS rollup
+) AS by_minute
+FULL OUTER JOIN
+(
+    SELECT toDate(second) AS day, sum(calls) AS second_calls
+    FROM wirelens.requests_by_second
+    WHERE second >= toStartOfDay({since:DateTime64(3)})
+    GROUP BY day
+) AS by_second USING (day)
 FULL OUTER JOIN
 (
     SELECT toDate(timestamp) AS day,
@@ -57,13 +69,14 @@ ORDER BY day
 """
 
 
-def view_select() -> str:
-    """The SELECT of wirelens.requests_by_minute_from_requests, as the schema file defines it."""
+def view_select(table: str) -> str:
+    """The SELECT of the view that fills `table`, as the schema file defines it, over one {day:Date}."""
     text = "\n".join(line for line in ROLLUP_DDL.read_text().splitlines() if not line.strip().startswith("--"))
-    match = re.search(r"CREATE MATERIALIZED VIEW IF NOT EXISTS wirelens\.requests_by_minute_from_requests\s+"
-                      r"TO wirelens\.requests_by_minute\s+AS\s+(.*?);", text, re.S)
+    view = ROLLUPS[table]
+    match = re.search(rf"CREATE MATERIALIZED VIEW IF NOT EXISTS {re.escape(view)}\s+"
+                      rf"TO {re.escape(table)}\s+AS\s+(.*?);", text, re.S)
     if not match:
-        raise saved.QueryError(f"{ROLLUP_DDL}: no materialized view wirelens.requests_by_minute_from_requests")
+        raise saved.QueryError(f"{ROLLUP_DDL}: no materialized view {view} TO {table}")
     select = match[1] + "\n"
     source = "FROM wirelens.requests AS r\n"
     if source not in select:
@@ -73,13 +86,15 @@ def view_select() -> str:
 
 def rebuild(url: str, day: dt.date) -> None:
     partition = day.isoformat()  # a date object's text: safe to write into the statement
-    saved.post(url, f"DROP TABLE IF EXISTS {STAGING}")
-    saved.post(url, f"CREATE TABLE {STAGING} AS wirelens.requests_by_minute")
-    try:
-        saved.post(url, f"INSERT INTO {STAGING}\n{view_select()}", {"day": partition}, timeout=3600)
-        saved.post(url, f"ALTER TABLE wirelens.requests_by_minute REPLACE PARTITION '{partition}' FROM {STAGING}")
-    finally:
-        saved.post(url, f"DROP TABLE IF EXISTS {STAGING}")
+    for table in ROLLUPS:
+        staging = f"{table}_rebuild"
+        saved.post(url, f"DROP TABLE IF EXISTS {staging}")
+        saved.post(url, f"CREATE TABLE {staging} AS {table}")
+        try:
+            saved.post(url, f"INSERT INTO {staging}\n{view_select(table)}", {"day": partition}, timeout=3600)
+            saved.post(url, f"ALTER TABLE {table} REPLACE PARTITION '{partition}' FROM {staging}")
+        finally:
+            saved.post(url, f"DROP TABLE IF EXISTS {staging}")
 
 
 def check(url: str, since: dt.timedelta) -> str:
@@ -101,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.day is None:
                 parser.error("rebuild needs --day YYYY-MM-DD")
             rebuild(args.clickhouse_url, args.day)
-            print(f"rebuilt wirelens.requests_by_minute for {args.day} from wirelens.requests FINAL")
+            print(f"rebuilt {', '.join(ROLLUPS)} for {args.day} from wirelens.requests FINAL")
         print(check(args.clickhouse_url, saved.parse_duration(args.since)), end="")
     except saved.QueryError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""The per-minute rollup (queries/schema/004, queries/rollup/*.sql) agrees with the raw saved queries.
+"""The rollups (queries/schema/004_rollups.sql, queries/rollup/*.sql) agree with the raw saved queries.
 
 A scratch ClickHouse gets the schema and 60,000 synthetic calls from the
 query-speed benchmark's generator (bench/query_speed.py: ten operations, six
@@ -29,7 +29,7 @@ import saved  # noqa: E402
 CALLS = 60_000
 PERCENTILE = {"p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms",
               "ttfb_p50_ms", "ttfb_p90_ms", "ttfb_p95_ms", "ttfb_p99_ms", "ttfb_p999_ms"}
-KEYS = {"operation", "protocol", "streaming", "http_status", "grpc_status"}
+KEYS = {"second", "operation", "protocol", "streaming", "http_status", "grpc_status"}
 VARIANTS = sorted(p.stem for p in (ROOT / "queries" / "rollup").glob("*.sql"))
 
 
@@ -126,14 +126,18 @@ def test_sampled_rows_are_weighted_in_the_rollup(ch):
 
 
 def test_a_resent_batch_counts_twice_until_the_day_is_rebuilt(ch):
-    def drift() -> int:
+    def drift() -> tuple[int, int]:
+        """Calls in each rollup beyond the raw table's FINAL."""
         text = saved.run(ch.url, rollup.CHECK_SQL, {"since": ch.window["since"]})
-        return sum(int(line.split("\t")[3]) for line in text.splitlines()[1:])
+        header, *lines = text.splitlines()
+        days = [dict(zip(header.split("\t"), line.split("\t"))) for line in lines]
+        return (sum(int(d["by_minute_calls"]) - int(d["raw_calls"]) for d in days),
+                sum(int(d["by_second_calls"]) - int(d["raw_calls"]) for d in days))
 
-    assert drift() == 0
+    assert drift() == (0, 0)
     saved.post(ch.url, "INSERT INTO wirelens.requests SELECT * FROM wirelens.requests "
                        "WHERE run_id = 'bench-run-1' ORDER BY timestamp LIMIT 500")
-    assert drift() == 500
+    assert drift() == (500, 500)
     for day in sorted({dt.date.fromisoformat(ch.window["since"][:10]), ch.end.date()}):
         rollup.rebuild(ch.url, day)
-    assert drift() == 0
+    assert drift() == (0, 0)

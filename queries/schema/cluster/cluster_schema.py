@@ -52,8 +52,9 @@ SHARDING_KEYS = {
     "wirelens.requests": "cityHash64(request_id)",
     # ReplacingMergeTree(updated) per run: a run's versions meet on one shard
     "wirelens.runs": "cityHash64(run_id)",
-    # fed per shard by its view (from requests_local); the key only routes direct inserts
+    # rollups, fed per shard by their views (from requests_local); the key only routes direct inserts
     "wirelens.requests_by_minute": "rand()",
+    "wirelens.requests_by_second": "rand()",
     # the exporter's Sum metrics (cpu_per_1000_calls): any shard will do
     "otel.otel_metrics_sum": "rand()",
 }

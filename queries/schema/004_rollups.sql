@@ -1,5 +1,6 @@
--- wirelens.requests_by_minute: a per-minute rollup of wirelens.requests for
--- dashboards over long windows. Idempotent.
+-- Rollups of wirelens.requests for dashboards over long windows: per minute
+-- (wirelens.requests_by_minute) and, for throughput, per second
+-- (wirelens.requests_by_second). Idempotent.
 --
 -- One row per (minute, run, operation, protocol, streaming shape, statuses)
 -- once merged: counts and byte sums weighted by 1/sample_rate (as the saved
@@ -26,6 +27,9 @@ CREATE TABLE IF NOT EXISTS wirelens.requests_by_minute
     sampled_calls          SimpleAggregateFunction(sum, UInt64),
     calls                  SimpleAggregateFunction(sum, Float64),  -- weighted by 1/sample_rate
     lowest_rate            SimpleAggregateFunction(min, Float64),
+    first_call             SimpleAggregateFunction(min, DateTime64(9)),  -- a protocol's turn in a run
+    last_call              SimpleAggregateFunction(max, DateTime64(9)),
+    errors                 SimpleAggregateFunction(sum, Float64),  -- weighted
     -- weighted sums (x / sample_rate)
     request_header_bytes   SimpleAggregateFunction(sum, Float64),
     response_header_bytes  SimpleAggregateFunction(sum, Float64),
@@ -80,6 +84,9 @@ SELECT
     count()                                                            AS sampled_calls,
     sum(weight)                                                        AS calls,
     min(rate)                                                          AS lowest_rate,
+    min(r.timestamp)                                                   AS first_call,
+    max(r.timestamp)                                                   AS last_call,
+    sumIf(weight, r.http_status >= 400 OR ifNull(r.grpc_status, 0) > 0) AS errors,
     sum(r.request_header_bytes * weight)                               AS request_header_bytes,
     sum(r.response_header_bytes * weight)                              AS response_header_bytes,
     sum(r.response_trailer_bytes * weight)                             AS response_trailer_bytes,
@@ -111,3 +118,44 @@ GROUP BY
     streaming,
     http_status,
     grpc_status;
+
+-- wirelens.requests_by_second: calls and errors per second and protocol, for
+-- throughput_per_second over long windows (the minute rollup is too coarse).
+-- Same feeding, weighting and re-send caveat as wirelens.requests_by_minute.
+CREATE TABLE IF NOT EXISTS wirelens.requests_by_second
+(
+    second                 DateTime CODEC(Delta, ZSTD),
+    run_id                 LowCardinality(String),
+    protocol               LowCardinality(String),
+    sampled_calls          SimpleAggregateFunction(sum, UInt64),
+    calls                  SimpleAggregateFunction(sum, Float64),
+    errors                 SimpleAggregateFunction(sum, Float64),
+    lowest_rate            SimpleAggregateFunction(min, Float64)
+)
+ENGINE = AggregatingMergeTree
+PARTITION BY toDate(second)
+ORDER BY (second, run_id, protocol)
+TTL second + toIntervalDay(${WIRELENS_REQUESTS_TTL_DAYS});
+
+ALTER TABLE wirelens.requests_by_second MODIFY TTL second + toIntervalDay(${WIRELENS_REQUESTS_TTL_DAYS});
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS wirelens.requests_by_second_from_requests
+TO wirelens.requests_by_second
+AS
+WITH
+    -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
+    if(r.sample_rate > 0, round(toFloat64(r.sample_rate), 7), 1)       AS rate,
+    1 / rate                                                           AS weight
+SELECT
+    toDateTime(r.timestamp)                                            AS second,
+    run_id,
+    protocol,
+    count()                                                            AS sampled_calls,
+    sum(weight)                                                        AS calls,
+    sumIf(weight, r.http_status >= 400 OR ifNull(r.grpc_status, 0) > 0) AS errors,
+    min(rate)                                                          AS lowest_rate
+FROM wirelens.requests AS r
+GROUP BY
+    second,
+    run_id,
+    protocol;
