@@ -107,6 +107,18 @@ manifest-schemas: venv ## kubeconform schemas, offline (core Kubernetes + Gatewa
 browser: ## Debian's chromium for the browser and report tests (root, apt-get)
 	@services/web/install-browser
 
+.PHONY: zookeeper clickhouse-replication-probe
+ZK_DIR := deploy/clickhouse-cluster/zookeeper
+zookeeper: ## a ZooKeeper 3.9.3 server from Maven Central (pinned, sha256-checked) -> build/zookeeper/lib
+	@$(KEYED) zookeeper build/zookeeper/lib '$(ZK_DIR)' -- bash -c \
+	  'rm -rf build/zookeeper/lib && mvn -B -q -Dmaven.repo.local=$(ROOT)/.cache/m2 -f $(ZK_DIR)/pom.xml \
+	     dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(ROOT)/build/zookeeper/lib && \
+	   cd build/zookeeper/lib && sha256sum --quiet --strict -c $(ROOT)/$(ZK_DIR)/jars.sha256 && \
+	   [[ $$(ls *.jar | wc -l) == $$(wc -l < $(ROOT)/$(ZK_DIR)/jars.sha256) ]]'
+
+clickhouse-replication-probe: venv zookeeper ## can the embedded ClickHouse replicate through a real ZooKeeper? (no: docs/clickhouse-cluster.md)
+	@$(PY) deploy/clickhouse-cluster/replication_probe.py
+
 # ------------------------------------------------------------------ local stack
 
 .PHONY: up down status gateway-up gateway-down gateway-demo manifests

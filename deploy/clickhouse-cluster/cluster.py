@@ -34,6 +34,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Callable
 from xml.sax.saxutils import escape
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,13 +102,15 @@ class LocalCluster:
     """Nodes on loopback; `shards` x `replicas`, each its own engine process."""
 
     def __init__(self, base_dir: Path, shards: int = 2, replicas: int = 1, name: str = "wirelens",
-                 users_xml: Path | None = None, extra_xml: str = "") -> None:
+                 users_xml: Path | None = None, extra_xml: str = "",
+                 node_xml: Callable[[Node], str] | None = None) -> None:
         if shards < 1 or replicas < 1:
             raise ClusterError(f"--shards {shards} --replicas {replicas}: each must be at least 1")
         self.base_dir = Path(base_dir).resolve()
         self.name = name
         self.users_xml = users_xml
         self.extra_xml = extra_xml  # more elements for every node's config (e.g. <zookeeper>)
+        self.node_xml = node_xml    # and for one node (e.g. its own interserver port)
         ports = free_ports(2 * shards * replicas)
         self.nodes = [Node(shard, replica, ports.pop(), ports.pop(),
                            str(self.base_dir / f"s{shard}r{replica}"))
@@ -130,7 +133,7 @@ class LocalCluster:
                 f"  {self.remote_servers()}\n"
                 f"  <macros><cluster>{self.name}</cluster><shard>{node.shard}</shard>"
                 f"<replica>{node.name}</replica></macros>\n"
-                f"  {users}{self.extra_xml}\n"
+                f"  {users}{self.extra_xml}{self.node_xml(node) if self.node_xml else ''}\n"
                 "</clickhouse>\n")
 
     # ------------------------------------------------------------ processes
@@ -223,8 +226,8 @@ class LocalCluster:
         except OSError:
             raise ClusterError(f"no cluster in {base_dir} ({path} missing): start one with `cluster.py up`") from None
         cluster = cls.__new__(cls)
-        cluster.base_dir, cluster.name, cluster.users_xml, cluster.extra_xml = Path(base_dir).resolve(), \
-            state["name"], None, ""
+        cluster.base_dir, cluster.name, cluster.users_xml, cluster.extra_xml, cluster.node_xml = \
+            Path(base_dir).resolve(), state["name"], None, "", None
         cluster.nodes = [Node(**n) for n in state["nodes"]]
         return cluster
 
