@@ -17,14 +17,13 @@ on the single node (compare_protocols with 0 resamples in full; with 200, its
 deterministic columns), the report runs on the cluster with the reader's
 grants, a shard killed with SIGKILL mid-load loses no call, two replicas per
 shard kept by the Distributed table (no Keeper here) survive the loss of one
-and catch up, and what this
-engine cannot do as a cluster node (replication, ON CLUSTER) is pinned.
+and catch up, and what this engine cannot do as a cluster node (Keeper
+replication, ON CLUSTER) is pinned.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
 import subprocess
 import sys
 import threading
