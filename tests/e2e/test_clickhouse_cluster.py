@@ -24,6 +24,8 @@ replication, ON CLUSTER) is pinned.
 from __future__ import annotations
 
 import datetime as dt
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -41,6 +43,7 @@ import cluster_schema  # noqa: E402
 import saved  # noqa: E402
 import stack  # noqa: E402
 from cluster import ClusterError, LocalCluster, query  # noqa: E402
+from cluster import free_ports as cluster_free_ports  # noqa: E402
 
 CLUSTER = "wirelens"
 CALLS = 20_000
@@ -532,3 +535,143 @@ def test_replicas_kept_by_distributed_survive_the_loss_of_one(tmp_path):
         assert int(one(s2r2.url, "SELECT count() FROM wirelens.requests FINAL")) == expected
     finally:
         replicated.down()
+
+
+COLLECTOR_CONFIG = """
+extensions:
+  health_check:
+    endpoint: 127.0.0.1:{health_port}
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:{otlp_port}
+exporters:
+  clickhouse:
+    # the cluster's nodes in one endpoint (docs/clickhouse-cluster.md)
+    endpoint: tcp://{hosts}?dial_timeout=2s&connection_open_strategy=round_robin
+    username: wirelens_writer
+    password: {password}
+    database: otel
+    create_schema: true
+    logs_table_name: otel_logs
+    timeout: 5s
+    # no queue: the receiver answers once the rows are in ClickHouse, so the test
+    # knows what went in; retries (through the next host) within the request
+    sending_queue:
+      enabled: false
+    retry_on_failure:
+      enabled: true
+      initial_interval: 200ms
+      max_interval: 1s
+      max_elapsed_time: 60s
+service:
+  extensions: [health_check]
+  telemetry:
+    metrics:
+      level: none
+  pipelines:
+    logs:
+      receivers: [otlp]
+      exporters: [clickhouse]
+"""
+
+
+def otlp_logs(first: int, count: int) -> bytes:
+    """OTLP/JSON access-log records for calls first..first+count, attributes as the Collector's transform leaves them."""
+    import json
+
+    records = []
+    for n in range(first, first + count):
+        attrs = {"wirelens.request_id": f"collector-{n}", "wirelens.run_id": "collector-run",
+                 "wirelens.protocol": ("rest", "grpc")[n % 2], "wirelens.operation": "catalog.GetProduct",
+                 "wirelens.duration_us": str(1000 + n), "http.response.status_code": "200"}
+        records.append({"timeUnixNano": str(int((T0.timestamp() + 7200 + n / 10) * 1e9)),
+                        "body": {"stringValue": ""},
+                        "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]})
+    return json.dumps({"resourceLogs": [{"resource": {"attributes": [
+        {"key": "service.name", "value": {"stringValue": "envoy"}}]},
+        "scopeLogs": [{"scope": {}, "logRecords": records}]}]}).encode()
+
+
+def test_the_collector_writes_to_the_cluster_through_either_node(tmp_path):
+    """The real Collector (bin/otelcol-wirelens) with both nodes in its endpoint, as the writer user:
+    its create_schema runs with the writer's grants, its inserts fire the view on whichever node
+    took them, and when one node is killed it carries on through the other."""
+    import urllib.request
+
+    two = LocalCluster(tmp_path / "cluster", shards=2, replicas=1, name=CLUSTER,
+                       users_xml=users_xml(tmp_path / "users.xml"))
+    health_port, otlp_port = cluster_free_ports(2)
+    config = tmp_path / "collector.yaml"
+    collector = None
+    try:
+        two.up()
+        config.write_text(COLLECTOR_CONFIG.format(
+            health_port=health_port, otlp_port=otlp_port, password=PASSWORDS["wirelens_writer"],
+            hosts=",".join(f"127.0.0.1:{n.tcp_port}" for n in two.nodes)))
+        log = open(tmp_path / "collector.log", "wb")
+        collector = subprocess.Popen([str(ROOT / "bin" / "otelcol-wirelens"), "--config", str(config)],
+                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        # the exporter creates otel.otel_logs (its own DDL) on the node it reached first
+        deadline = time.monotonic() + 60
+        while not any(one(n.url, "EXISTS TABLE otel.otel_logs") == "1" for n in two.nodes):
+            assert collector.poll() is None and time.monotonic() < deadline, \
+                (tmp_path / "collector.log").read_text()[-3000:]
+            time.sleep(0.2)  # polling interval while waiting on a deadline
+        created = next(n for n in two.nodes if one(n.url, "EXISTS TABLE otel.otel_logs") == "1")
+        ddl = query(created.url, "SHOW CREATE TABLE otel.otel_logs FORMAT TSVRaw")
+        for node in two.nodes:  # on a real cluster: cluster_name makes it ON CLUSTER
+            query(node.url, "CREATE DATABASE IF NOT EXISTS otel")
+            query(node.url, ddl.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
+            stack.apply_schema(node_settings(node, cluster=True))
+
+        def send(first: int, count: int) -> None:
+            request = urllib.request.Request(f"http://127.0.0.1:{otlp_port}/v1/logs", data=otlp_logs(first, count),
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=90) as response:
+                assert response.status == 200
+
+        deadline = time.monotonic() + 60
+        while True:  # the receiver answers once the health check does
+            try:
+                send(0, 50)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, (tmp_path / "collector.log").read_text()[-3000:]
+                time.sleep(0.2)  # polling interval while waiting on a deadline
+        for first in range(50, 400, 50):
+            send(first, 50)
+        # the Collector keeps its connection: kill the node it writes to
+        before = [int(one(n.url, "SELECT count() FROM otel.otel_logs")) for n in two.nodes]
+        busy = two.nodes[before.index(max(before))]
+        two.kill_engine(busy)
+        for first in range(400, 600, 50):  # through the other node, while this one is down or restarting
+            send(first, 50)
+        send(100, 50)  # re-sent batches: one row each all the same
+        send(450, 50)
+        two.wait_ready(busy)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                flush(two.nodes)
+                break
+            except ClusterError:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)  # polling interval while waiting on a deadline
+        per_node = [int(one(n.url, "SELECT count() FROM otel.otel_logs")) for n in two.nodes]
+        exact = int(one(two.nodes[1].url, "SELECT count() FROM wirelens.requests FINAL WHERE run_id = 'collector-run'"))
+        print(f"\nCollector -> cluster: otel_logs rows per node {before} before killing {busy.name}, "
+              f"{per_node} after; {exact} calls with FINAL", file=sys.stderr)
+        assert exact == 600
+        assert sum(per_node) >= 700 and all(per_node), per_node  # both nodes took inserts; re-sends stored twice
+    finally:
+        if collector and collector.poll() is None:
+            os.killpg(collector.pid, signal.SIGTERM)
+            try:
+                collector.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(collector.pid, signal.SIGKILL)
+                collector.wait()
+        two.down()
