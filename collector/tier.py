@@ -206,7 +206,7 @@ def records_handled(tier: Tier, name: str) -> dict[str, float]:
         text = tier.metrics_text(name)
     except OSError:
         return {}
-    exporter = "load_balancing/logs" if name == AGENT else "clickhouse"
+    exporter = "load_balancing/logs" if name == AGENT else "clickhouse/logs"
     return {
         "accepted": metric_sum(text, "otelcol_receiver_accepted_log_records"),
         "sent": metric_sum(text, "otelcol_exporter_sent_log_records", exporter=exporter),

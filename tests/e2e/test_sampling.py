@@ -115,7 +115,7 @@ def collector_sent_logs(settings) -> float:
     """Log records the Collector's ClickHouse exporter has written (its own metrics)."""
     _, text = stack.http_get(f"http://127.0.0.1:{settings['WIRELENS_COLLECTOR_METRICS_PORT']}/metrics")
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("otelcol_exporter_sent_log_records") and 'exporter="clickhouse"' in line)
+               if line.startswith("otelcol_exporter_sent_log_records") and 'exporter="clickhouse/logs"' in line)
 
 
 def shipped(settings) -> int:
