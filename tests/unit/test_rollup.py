@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -141,3 +142,22 @@ def test_a_resent_batch_counts_twice_until_the_day_is_rebuilt(ch):
     for day in sorted({dt.date.fromisoformat(ch.window["since"][:10]), ch.end.date()}):
         rollup.rebuild(ch.url, day)
     assert drift() == (0, 0)
+
+
+def report(ch, *args: str) -> str:
+    done = subprocess.run([str(ROOT / "bin" / "wirelens"), "report", "--since", "3h", "--clickhouse-url", ch.url,
+                           "--queries", str(ROOT / "queries"), *args],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.skipif(not (ROOT / "bin" / "wirelens").exists(), reason="bin/wirelens is built by `make services`")
+def test_the_report_reads_the_rollups_when_asked_and_says_so(ch):
+    rolled = report(ch, "--source", "rollup")
+    assert "Read from the rollups" in rolled and "--source rollup:" in rolled
+    for name in VARIANTS:
+        assert name in rolled.split("Read from the rollups", 1)[1].split("\n\n", 1)[0].replace("\n", " ")
+    # 60,000 calls are far below the automatic threshold: every query reads the raw calls.
+    assert "Read from the rollups" not in report(ch)
+    assert "Read from the rollups" not in report(ch, "--source", "raw")

@@ -59,7 +59,8 @@ failed, no such run or trace); 2 bad usage.
 `
 
 const reportUsage = `Usage: wirelens report [--run ID | --since DURATION] [--until TIME] [--html FILE]
-                       [--format table|tsv] [--clickhouse-url URL] [--jaeger-url URL] [--queries DIR]
+                       [--format table|tsv] [--source auto|raw|rollup]
+                       [--clickhouse-url URL] [--jaeger-url URL] [--queries DIR]
 
 Runs every saved query in the queries directory (*.sql, each opening with a
 "-- Question:" comment) against ClickHouse with the parameters since, until
@@ -76,6 +77,13 @@ clients may share a run id); the queries still select the run's calls only.
 compare_protocols.sql (or any query taking an operation and two protocols) is
 run once per operation for each pair (the protocol with the fastest median,
 each other protocol), with 200 bootstrap resamples.
+
+Long windows: queries/rollup/ holds variants of six saved queries (same
+names and columns) that read per-minute and per-second rollups instead of
+every call. --source auto (the default) uses them when the window holds more
+than 5,000,000 recorded calls, and the report names them; their percentiles
+are within 1 % and their window is whole minutes. --source raw always reads
+every call (exact); --source rollup always uses the variants.
 
 A query that fails is shown as ERROR in its section; the rest of the report
 still runs, and the exit status is then 1. A missing or empty query only skips
@@ -276,6 +284,9 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		"the `DIR` of the saved queries, *.sql (env WIRELENS_QUERIES_DIR; else ../queries next to the binary)")
 	timeout := fs.Duration("timeout", 60*time.Second, "time allowed to each query, a `DURATION`")
 	resamples := fs.Int("resamples", 200, "`N` bootstrap resamples for compare_protocols.sql")
+	source := fs.String("source", report.SourceAuto, "what the saved queries read, `auto|raw|rollup`: every call "+
+		"(raw, exact), the per-minute rollups (queries/rollup/, for long windows), or auto: the rollups above "+
+		"5,000,000 recorded calls in the window")
 	positional, code, ok := parse(fs, reportUsage, args, stdout, stderr)
 	if !ok {
 		return code
@@ -297,6 +308,9 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *timeout <= 0 {
 		return badUsage(stderr, fs, reportUsage, "--timeout must be positive")
 	}
+	if *source != report.SourceAuto && *source != report.SourceRaw && *source != report.SourceRollup {
+		return badUsage(stderr, fs, reportUsage, "--source %q: expected auto, raw or rollup", *source)
+	}
 	ch, err := report.NewClickHouse(*chURL, *timeout)
 	if err != nil {
 		return badUsage(stderr, fs, reportUsage, "--clickhouse-url: %v", err)
@@ -307,6 +321,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		QueriesDir: *queriesDir,
 		RunID:      *runID,
 		Resamples:  *resamples,
+		Source:     *source,
 	}
 	if opt.Since, err = report.ParseSince(*since); err != nil {
 		return badUsage(stderr, fs, reportUsage, "--since %v", err)

@@ -25,6 +25,7 @@ type Options struct {
 	Since      time.Duration // window length (when RunID is empty)
 	Until      time.Time     // window end; zero: now (plus a second, for calls still being written)
 	Resamples  int           // compare_protocols' bootstrap resamples (0: 200)
+	Source     string        // SourceAuto (""), SourceRaw or SourceRollup: what the saved queries read
 	Now        func() time.Time
 }
 
@@ -169,6 +170,17 @@ func Build(ctx context.Context, opt Options) (*Report, error) {
 			return nil, err
 		}
 		rep.Notes = append(rep.Notes, "Could not tell whether the calls were sampled: "+err.Error())
+	}
+
+	if opt.Source == "" {
+		opt.Source = SourceAuto
+	}
+	saved, note, err := chooseSource(ctx, ch, opt, saved, params)
+	if err != nil {
+		return nil, err
+	}
+	if note != "" {
+		rep.Notes = append(rep.Notes, note)
 	}
 
 	// Latency distribution (built in).
