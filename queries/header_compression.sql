@@ -47,15 +47,16 @@ FROM
         if(sample_rate > 0, round(toFloat64(sample_rate), 7), 1)          AS rate
     SELECT
         groupArray(timestamp)                                             AS started,
-        groupArray(request_id)                                            AS request_ids,
+        groupArray(cityHash64(request_id))                                AS request_ids,
         groupArray(protocol)                                              AS protocols,
         groupArray(request_headers_bytes)                                 AS uncompressed_b,
         groupArray(downstream_header_bytes_received)                      AS wire_b,
         groupArray(rate)                                                  AS rates,
         min(rate) = 1                                                     AS every_call_recorded,
         -- the calls' indexes in start order, then each call's position in it
-        -- (two calls starting in the same nanosecond: the request id decides,
-        -- so every node of a cluster numbers them alike)
+        -- (two calls starting in the same nanosecond: their request ids' hash
+        -- decides, so every node of a cluster numbers them alike; a hash costs
+        -- a third of the string's time at 10M calls)
         arraySort((i, t, id) -> (t, id), arrayEnumerate(started), started, request_ids) AS by_start,
         arraySort((p, i) -> i, arrayEnumerate(by_start), by_start)        AS positions
     FROM wirelens.requests FINAL
