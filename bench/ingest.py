@@ -62,6 +62,8 @@ MIXES = {
     "grpc": ("grpc",),
 }
 RATES = (10_000, 100_000, 1_000_000)  # calls per second, for the per-day table
+RAW_LOGS_TTL_DAYS = 3  # collector/config.yaml: WIRELENS_RAW_LOGS_TTL's default, 72h
+ROLLUP_VIEWS = ("wirelens.requests_by_minute_from_requests", "wirelens.requests_by_second_from_requests")
 DRAIN_TIMEOUT_S = 900.0
 
 
@@ -211,19 +213,22 @@ def table_storage(settings: dict[str, str], database: str, table: str) -> dict:
                                  (line.split("\t") for line in heaviest.splitlines() if line)}}
 
 
-def run_mix(mix: str, calls: int) -> dict:
+def run_mix(mix: str, calls: int, rollups: bool = True) -> dict:
     base = Path(tempfile.mkdtemp(prefix=f"wirelens-ingest-{mix}-"))
     defaults = stack.load_settings({})
     ports = [name for name in defaults if name.endswith("_PORT")]
     environ = dict(zip(ports, map(str, benchlib.free_ports(len(ports)))))
     environ["WIRELENS_STATE_DIR"] = str(base)
     settings = stack.load_settings(environ)
-    result: dict = {"mix": mix, "protocols": list(MIXES[mix]), "calls": calls}
+    result: dict = {"mix": mix, "protocols": list(MIXES[mix]), "calls": calls, "rollups": rollups}
     try:
         log(f"{mix}: writing {calls:,} calls to {settings['WIRELENS_ACCESS_LOG']}")
         result["access_log_bytes"] = write_access_log(Path(settings["WIRELENS_ACCESS_LOG"]), calls, MIXES[mix])
         for name in ("clickhouse", "collector"):
             log(f"{mix}: {name} {stack.start_one(name, settings)}")
+        if not rollups:
+            for view in ROLLUP_VIEWS:
+                stack.clickhouse_query(settings, f"DROP VIEW IF EXISTS {view}")
         pids = {"clickhouse": engine_pid(stack.read_pid(settings, "clickhouse")),
                 "collector": stack.read_pid(settings, "collector")}
         before = cpu_s(pids)
@@ -297,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"calls per mix (default {DEFAULT_CALLS:,})")
     ap.add_argument("--mixes", default=",".join(MIXES), help=f"comma-separated, of {', '.join(MIXES)}")
     ap.add_argument("--quick", action="store_true", help="smoke test: 5,000 calls, the mixed mix only")
+    ap.add_argument("--without-rollups", action="store_true",
+                    help="also run the mixed mix with the rollup views dropped: what the rollups cost ClickHouse")
     ap.add_argument("--json", type=Path, default=JSON_OUT, help="results file")
     args = ap.parse_args(argv)
     mixes = args.mixes.split(",")
@@ -313,9 +320,10 @@ def main(argv: list[str] | None = None) -> int:
                     "mixes": [], "problems": []}
     rc = 0
     busy0, total0 = benchlib.machine_cpu()
-    for mix in mixes:
+    runs = [(mix, True) for mix in mixes] + ([("mixed", False)] if args.without_rollups else [])
+    for mix, rollups in runs:
         try:
-            result["mixes"].append(run_mix(mix, args.calls))
+            result["mixes"].append(run_mix(mix, args.calls, rollups))
         except (Broken, stack.StackError) as exc:
             result["problems"].append(str(exc))
             log(f"{mix}: BROKEN: {exc}")
@@ -323,28 +331,30 @@ def main(argv: list[str] | None = None) -> int:
     busy1, total1 = benchlib.machine_cpu()
     result["meta"]["machine_busy_cores"] = round((busy1 - busy0) / max(total1 - total0, 1e-9)
                                                  * (os.cpu_count() or 1), 2)
-    result["per_day"] = per_day_table(result["mixes"], ttl_days, None) if result["mixes"] else []
+    result["per_day"] = per_day_table([m for m in result["mixes"] if m["rollups"]], ttl_days, RAW_LOGS_TTL_DAYS)
 
     print()
     print(f"Ingest as shipped (logship → Collector → ClickHouse), {args.calls:,} calls per mix: "
           "records per CPU second of each component (= records/s one core sustains)")
-    print(f"{'mix':<7} {'wall calls/s':>12} {'logship':>9} {'Collector':>10} {'ClickHouse':>11}   "
+    print(f"{'mix':<22} {'wall calls/s':>12} {'logship':>9} {'Collector':>10} {'ClickHouse':>11}   "
           f"{'requests B/call':>15} {'otel_logs B/call':>16}")
     for r in result["mixes"]:
         per = r["ingest"]["records_per_cpu_s"]
         st = r["storage"]
-        print(f"{r['mix']:<7} {r['ingest']['calls_per_s_wall']:>12,.0f} {per['logship'] or 0:>9,.0f} "
+        label = r["mix"] if r["rollups"] else f"{r['mix']}, no rollup views"
+        print(f"{label:<22} {r['ingest']['calls_per_s_wall']:>12,.0f} {per['logship'] or 0:>9,.0f} "
               f"{per['collector'] or 0:>10,.0f} {per['clickhouse'] or 0:>11,.0f}   "
               f"{st['wirelens.requests']['bytes_per_call']:>15.1f} {st['otel.otel_logs']['bytes_per_call']:>16.1f}")
     if result["per_day"]:
         print()
-        print(f"Disk per day (and wirelens.requests over its {ttl_days}-day retention); otel.otel_logs has "
-              "no TTL as created by the exporter: it grows until one is set")
+        print(f"Disk per day, and kept: wirelens.requests for its {ttl_days} days (WIRELENS_REQUESTS_TTL_DAYS), "
+              f"otel.otel_logs for {RAW_LOGS_TTL_DAYS} (WIRELENS_RAW_LOGS_TTL); unsampled (scale by the sample rate)")
         print(f"{'mix':<7} {'calls/s':>9} {'requests GB/day':>16} {'otel_logs GB/day':>17} "
-              f"{'requests TB kept':>17}")
+              f"{'requests TB kept':>17} {'otel_logs TB kept':>18}")
         for row in result["per_day"]:
             print(f"{row['mix']:<7} {row['calls_per_s']:>9,} {row['requests_gb_per_day']:>16,.1f} "
-                  f"{row['otel_logs_gb_per_day']:>17,.1f} {row['requests_tb_retained']:>17,.2f}")
+                  f"{row['otel_logs_gb_per_day']:>17,.1f} {row['requests_tb_retained']:>17,.2f} "
+                  f"{row['otel_logs_tb_retained']:>18,.2f}")
     print(f"Cores busy on this machine meanwhile: {result['meta']['machine_busy_cores']} of {os.cpu_count()}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2) + "\n")
