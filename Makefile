@@ -142,7 +142,7 @@ gateway-down: ## stop what `make gateway-up` started
 gateway-demo: gateway-up ## calls of every protocol through Envoy Gateway, then the report of that run
 	@$(GATEWAY) demo
 
-manifests: manifest-tools manifest-schemas ## validate deploy/{kubernetes,istio,envoy-gateway}: kustomize build, kubeconform -strict, mesh config, Collector/Jaeger configs
+manifests: manifest-tools manifest-schemas ## validate deploy/{kubernetes,kubernetes-tier,istio,envoy-gateway}: kustomize build, kubeconform -strict, mesh config, Collector/Jaeger configs
 	@$(PY) tools/validate-manifests
 
 # ------------------------------------------------------------------ demo and tests
