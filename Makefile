@@ -182,7 +182,7 @@ test-e2e: browser bench-tools ## end-to-end: the whole stack on free ports, exac
 
 BENCH_ARGS ?=
 
-.PHONY: bench bench-ingest bench-queries bench-filter bench-instructions bench-probes bench-tools filter-empty
+.PHONY: bench bench-ingest bench-envoy-kill bench-queries bench-filter bench-instructions bench-probes bench-tools filter-empty
 bench-tools: ## wrk, h2load, nghttp from Debian (apt-get install wrk nghttp2-client; root)
 	@bench/install-tools
 
@@ -203,10 +203,13 @@ bench-probes: venv filter filter-empty proto bench-tools rust-target ## what eac
 bench-ingest: venv proto collector services ## ingest CPU per Collector/ClickHouse core and disk per call, as shipped (BENCH_ARGS="--calls N", "--quick")
 	@$(PY) bench/ingest.py $(BENCH_ARGS)
 
+bench-envoy-kill: venv proto filter collector jaeger services ## calls lost from Envoy's access-log buffer when Envoy is SIGKILLed, per flush interval
+	@$(PY) bench/envoy_kill.py $(BENCH_ARGS)
+
 bench-queries: venv ## saved queries (raw and rollup) on 10M synthetic calls (BENCH_ARGS="--rows 100000000" for the growth figures)
 	@$(PY) bench/query_speed.py $(BENCH_ARGS)
 
-bench: venv filter filter-empty proto bench-tools collector services ## every benchmark, then a one-screen summary (BENCH_ARGS=--quick)
+bench: venv filter filter-empty proto bench-tools collector jaeger services ## every benchmark, then a one-screen summary (BENCH_ARGS=--quick)
 	@$(PY) bench/run_all.py $(BENCH_ARGS)
 
 .PHONY: fuzz

@@ -111,11 +111,23 @@ def ingest_summary(data: dict) -> list[str]:
     return lines
 
 
+def envoy_kill_summary(data: dict) -> list[str]:
+    by_flush: dict[int, list[int]] = {}
+    for r in data.get("results", []):
+        by_flush.setdefault(r["flush_ms"], []).append(r["lost"])
+    lines = [f"Envoy SIGKILLed mid-run: flush {ms} ms lost {', '.join(map(str, lost))} calls"
+             for ms, lost in sorted(by_flush.items())]
+    if data.get("problems"):
+        lines.append(f"! {len(data['problems'])} problem(s): {data['problems'][0][:100]}")
+    return lines
+
+
 BENCHMARKS = [
     Benchmark("filter-cost", "filter_cost.py", OUT / "filter_cost.json", filter_cost_summary),
     Benchmark("filter-instructions", "filter_instructions.py", OUT / "filter_instructions.json",
               filter_instructions_summary),
     Benchmark("ingest", "ingest.py", OUT / "ingest.json", ingest_summary, args=("--without-rollups",)),
+    Benchmark("envoy-kill", "envoy_kill.py", OUT / "envoy_kill.json", envoy_kill_summary),
     Benchmark("query-speed", "query_speed.py", OUT / "query_speed.json", query_speed_summary),
     # The same queries on 10x the calls: how their time grows (a 100M-call load takes ~20 min here).
     Benchmark("query-growth", "query_speed.py", OUT / "query_speed_100000000.json", query_speed_summary,
