@@ -26,7 +26,6 @@ import argparse
 import dataclasses
 import json
 import re
-import socket
 import sys
 import time
 from pathlib import Path
@@ -228,19 +227,6 @@ def status(tier: Tier, log=print) -> bool:
     return healthy
 
 
-def free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["up", "down", "status", "kill", "start"])
@@ -254,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             if _tier_file(settings).exists():
                 raise stack.StackError(f"a tier is already up ({_tier_file(settings)}): `collector/tier.py status`")
-            up(plan(settings, args.gateways, free_ports(3 * (args.gateways + 1))))
+            up(plan(settings, args.gateways, stack.free_ports(3 * (args.gateways + 1))))
         elif args.command == "down":
             down(load(settings))
         elif args.command == "status":

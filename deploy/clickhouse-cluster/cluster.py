@@ -27,7 +27,6 @@ import dataclasses
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -39,6 +38,9 @@ from xml.sax.saxutils import escape
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "deploy" / "local" / "clickhouse_server.py"
+sys.path.insert(0, str(ROOT / "deploy" / "local"))
+import stack  # noqa: E402  (deploy/local/stack.py: free ports, process groups)
+
 READY_TIMEOUT_S = 60.0
 
 
@@ -66,19 +68,6 @@ class Node:
     @property
     def log(self) -> Path:
         return Path(self.dir) / "clickhouse.log"
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def query(url: str, sql: str, timeout: float = 60.0, user: str | None = None, password: str = "",
@@ -111,7 +100,7 @@ class LocalCluster:
         self.users_xml = users_xml
         self.extra_xml = extra_xml  # more elements for every node's config (e.g. <zookeeper>)
         self.node_xml = node_xml    # and for one node (e.g. its own interserver port)
-        ports = free_ports(2 * shards * replicas)
+        ports = stack.free_ports(2 * shards * replicas)
         self.nodes = [Node(shard, replica, ports.pop(), ports.pop(),
                            str(self.base_dir / f"s{shard}r{replica}"))
                       for shard in range(1, shards + 1) for replica in range(1, replicas + 1)]
@@ -197,15 +186,15 @@ class LocalCluster:
     def down(self, grace_s: float = 20.0) -> None:
         for node in self.nodes:
             if node.pid:
-                _signal_group(node.pid, signal.SIGTERM)
+                stack.signal_group(node.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         for node in self.nodes:
             if not node.pid:
                 continue
-            while _group_alive(node.pid) and time.monotonic() < deadline:
+            while stack.group_alive(node.pid) and time.monotonic() < deadline:
                 time.sleep(0.05)  # polling interval while waiting on a deadline
-            if _group_alive(node.pid):
-                _signal_group(node.pid, signal.SIGKILL)
+            if stack.group_alive(node.pid):
+                stack.signal_group(node.pid, signal.SIGKILL)
             process = getattr(self, "_processes", {}).get(node.name)
             if process:
                 process.wait(timeout=grace_s)
@@ -237,27 +226,6 @@ def tail(path: Path, lines: int = 20) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def _group_alive(pgid: int) -> bool:
-    """Any process of the group still running (zombies do not count)."""
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            fields = (proc / "stat").read_text().rsplit(") ", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "deploy" / "local"))
-from cluster import ClusterError, LocalCluster, free_ports, query  # noqa: E402
+from cluster import ClusterError, LocalCluster, query, stack  # noqa: E402
 import stack  # noqa: E402
 
 ZOOKEEPER_LIB = ROOT / "build" / "zookeeper" / "lib"
@@ -53,7 +53,7 @@ def start_zookeeper(work: Path) -> tuple[subprocess.Popen, int]:
     java = shutil.which("java")
     if not java:
         raise ClusterError("no `java` on PATH: apt-get install openjdk-17-jre-headless")
-    port, = free_ports(1)
+    port, = stack.free_ports(1)
     (work / "zkdata").mkdir(parents=True)
     (work / "zoo.cfg").write_text(
         f"tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir={work / 'zkdata'}\nclientPort={port}\n"
@@ -78,7 +78,7 @@ def start_zookeeper(work: Path) -> tuple[subprocess.Popen, int]:
 
 def probe(work: Path) -> bool:
     zookeeper, zk_port = start_zookeeper(work)
-    interserver = free_ports(2)
+    interserver = stack.free_ports(2)
     # each replica its own interserver port: config.xml has it, the engine never gets it
     replicas = LocalCluster(work / "cluster", shards=1, replicas=2, name="wirelens",
                             extra_xml=f"<zookeeper><node><host>127.0.0.1</host><port>{zk_port}</port></node>"

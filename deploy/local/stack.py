@@ -519,11 +519,11 @@ def stop(name: str, settings: dict[str, str], grace_s: float = 20.0) -> str:
     component = BY_NAME.get(name)
     if component and component.before_stop:
         component.before_stop(settings)
-    _signal_group(pid, signal.SIGTERM)
+    signal_group(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while _group_alive(pid):
+    while group_alive(pid):
         if time.monotonic() > deadline:
-            _signal_group(pid, signal.SIGKILL)
+            signal_group(pid, signal.SIGKILL)
             break
         time.sleep(0.05)  # polling interval while waiting on a deadline
     pid_file.unlink(missing_ok=True)
@@ -537,9 +537,9 @@ def kill(name: str, settings: dict[str, str], timeout_s: float = 20.0) -> str:
     if pid is None:
         pid_file.unlink(missing_ok=True)
         return "not running"
-    _signal_group(pid, signal.SIGKILL)
+    signal_group(pid, signal.SIGKILL)
     deadline = time.monotonic() + timeout_s
-    while _group_alive(pid):
+    while group_alive(pid):
         if time.monotonic() > deadline:
             raise StackError(f"{name}: process group {pid} still alive {timeout_s:.0f}s after SIGKILL")
         time.sleep(0.05)  # polling interval while waiting on a deadline
@@ -565,14 +565,15 @@ def component_named(name: str) -> Component:
     return BY_NAME[name]
 
 
-def _signal_group(pgid: int, sig: int) -> None:
+def signal_group(pgid: int, sig: int) -> None:
+    """Send sig to every process of the group (gone already: nothing to do)."""
     try:
         os.killpg(pgid, sig)
     except ProcessLookupError:
         pass
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
     """Any process of the group still running (zombies do not count)."""
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -584,6 +585,20 @@ def _group_alive(pgid: int) -> bool:
         if int(fields[2]) == pgid and fields[0] != "Z":
             return True
     return False
+
+
+def free_ports(count: int) -> list[int]:
+    """Loopback ports nobody listens on now (bound together, so all distinct): for tests and side stacks."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 # ---------------------------------------------------------------- commands

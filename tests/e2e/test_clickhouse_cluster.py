@@ -43,7 +43,6 @@ import cluster_schema  # noqa: E402
 import saved  # noqa: E402
 import stack  # noqa: E402
 from cluster import ClusterError, LocalCluster, query  # noqa: E402
-from cluster import free_ports as cluster_free_ports  # noqa: E402
 
 CLUSTER = "wirelens"
 CALLS = 20_000
@@ -602,7 +601,7 @@ def test_the_collector_writes_to_the_cluster_through_either_node(tmp_path):
 
     two = LocalCluster(tmp_path / "cluster", shards=2, replicas=1, name=CLUSTER,
                        users_xml=users_xml(tmp_path / "users.xml"))
-    health_port, otlp_port = cluster_free_ports(2)
+    health_port, otlp_port = stack.free_ports(2)
     config = tmp_path / "collector.yaml"
     collector = None
     try:
