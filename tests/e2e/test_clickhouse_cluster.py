@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "deploy" / "local"))
 sys.path.insert(0, str(ROOT / "deploy" / "clickhouse-cluster"))
 sys.path.insert(0, str(ROOT / "queries"))
@@ -42,6 +43,7 @@ sys.path.insert(0, str(ROOT / "queries" / "schema" / "cluster"))
 import cluster_schema  # noqa: E402
 import saved  # noqa: E402
 import stack  # noqa: E402
+from query_speed import OTEL_LOGS_STANDIN  # noqa: E402  (what the exporter creates: the columns the view reads)
 from cluster import ClusterError, LocalCluster, query  # noqa: E402
 
 CLUSTER = "wirelens"
@@ -52,20 +54,6 @@ T0 = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)).replace(second=0
 WINDOW = {"since": (T0 - dt.timedelta(minutes=1)).strftime("%Y-%m-%d %H:%M:%S.000"),
           "until": (T0 + dt.timedelta(minutes=30)).strftime("%Y-%m-%d %H:%M:%S.000")}
 PASSWORDS = {"wirelens_writer": "writer-pw", "wirelens_reader": "reader-pw", "wirelens_ddl": "ddl-pw"}
-
-# What the Collector's exporter creates on each node before the schema step
-# (its own DDL has more columns; the view reads only these).
-OTEL_LOGS = """
-CREATE TABLE IF NOT EXISTS otel.otel_logs
-(
-    Timestamp DateTime64(9),
-    TraceId String,
-    SpanId String,
-    LogAttributes Map(LowCardinality(String), String)
-)
-ENGINE = MergeTree
-ORDER BY Timestamp
-"""
 
 # Calls {first}..{first}+{count} as the Collector writes Envoy's access-log
 # records (attribute names of the transform in collector/config.yaml), all
@@ -229,7 +217,7 @@ def loaded(clusters):
     for c, cluster in ((sharded, True), (single, False)):
         for node in c.nodes:
             query(node.url, "CREATE DATABASE IF NOT EXISTS otel")
-            query(node.url, OTEL_LOGS)
+            query(node.url, OTEL_LOGS_STANDIN)
     # The schema step as the DDL user (so the views run as it), then again as default: idempotent.
     for node in sharded.nodes:
         for statement in stack.schema_statements(node_settings(node, cluster=True)):
@@ -478,7 +466,7 @@ def test_replicas_kept_by_distributed_survive_the_loss_of_one(tmp_path):
         replicated.up()
         for node in replicated.nodes:
             query(node.url, "CREATE DATABASE IF NOT EXISTS otel")
-            query(node.url, OTEL_LOGS)
+            query(node.url, OTEL_LOGS_STANDIN)
             stack.apply_schema(node_settings(node, cluster=True))
         s1r1, s1r2, s2r1, s2r2 = replicated.nodes
         first_call, batches, size = 2_000_000, 30, 500
