@@ -122,6 +122,10 @@ SEEDS = {
                       "rest_transcoded": True, **README_CONFIG}),
         "tiny_rate": b'{"sample_rate":1e-320,"optional_fields":[],"rest_transcoded":false}',
         "bad_streaming": j({"operations": [{"grpc_path": "/a.B/C", "streaming": "uni"}]}),
+        # url.path of an unknown call: a long path, a 3-byte character and an
+        # invalid byte around the 128-byte cut, a query string after it.
+        "unknown_long_path": j(README_CONFIG) + b"\0GET\0/" + b"z" * 126 + "€".encode() + b"\xff" * 8 + b"?q=1",
+        "grpc_message_off": b'{"grpc_message_max_bytes":0,"optional_fields":["grpc_message"]}',
     },
 }
 

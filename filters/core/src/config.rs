@@ -1,5 +1,6 @@
 //! The plugin configuration: the operation map plus the publishing options
-//! (`sample_rate`, `optional_fields`, `rest_transcoded`).
+//! (`sample_rate`, `optional_fields`, `rest_transcoded`,
+//! `grpc_message_max_bytes`).
 //!
 //! Parsed once, at configure time. Errors name the offending field path
 //! (`sample_rate: must be a number in [0, 1], got 1.5`).
@@ -78,6 +79,14 @@ impl fmt::Debug for Fields {
 /// Longest JSON text kept for the sample rate.
 const RATE_TEXT_MAX: usize = 24;
 
+/// Default cut of a published `grpc-message`: enough for an error summary,
+/// too short to carry much of the user data a message can echo.
+pub const GRPC_MESSAGE_DEFAULT_BYTES: u16 = 128;
+
+/// Largest `grpc_message_max_bytes` accepted: the most of a `grpc-message`
+/// the filter ever keeps ([`crate::percent::MAX_MESSAGE_LEN`]).
+pub const GRPC_MESSAGE_MAX_BYTES: u16 = crate::percent::MAX_MESSAGE_LEN as u16;
+
 /// Publishing options shared by every call of a plugin instance.
 #[derive(Clone, Copy, PartialEq)]
 pub struct Options {
@@ -89,6 +98,9 @@ pub struct Options {
     pub fields: Fields,
     /// `rest` calls are recorded as `rest-transcoded`.
     pub rest_transcoded: bool,
+    /// Most bytes of a decoded `grpc-message` published (cut on a character
+    /// boundary); 0 never publishes it (`fields` then lacks `GRPC_MESSAGE`).
+    pub grpc_message_max_bytes: u16,
 }
 
 impl Default for Options {
@@ -99,6 +111,7 @@ impl Default for Options {
             rate_len: 1,
             fields: Fields::ALL,
             rest_transcoded: false,
+            grpc_message_max_bytes: GRPC_MESSAGE_DEFAULT_BYTES,
         }
     }
 }
@@ -109,6 +122,7 @@ impl fmt::Debug for Options {
             .field("sample_rate", &self.sample_rate)
             .field("fields", &self.fields)
             .field("rest_transcoded", &self.rest_transcoded)
+            .field("grpc_message_max_bytes", &self.grpc_message_max_bytes)
             .finish()
     }
 }
@@ -146,6 +160,16 @@ impl Options {
         self
     }
 
+    /// Sets the `grpc-message` cut, at most [`GRPC_MESSAGE_MAX_BYTES`]; 0
+    /// also drops the `grpc_message` group, as the configuration field does.
+    pub fn with_grpc_message_max_bytes(mut self, max: u16) -> Self {
+        self.grpc_message_max_bytes = max.min(GRPC_MESSAGE_MAX_BYTES);
+        if max == 0 {
+            self.fields = self.fields.without(Fields::GRPC_MESSAGE);
+        }
+        self
+    }
+
     pub fn sample_rate(&self) -> f64 {
         self.sample_rate
     }
@@ -173,6 +197,7 @@ const TOP_FIELDS: &[&str] = &[
     "sample_rate",
     "optional_fields",
     "rest_transcoded",
+    "grpc_message_max_bytes",
 ];
 
 impl Config {
@@ -262,6 +287,22 @@ fn parse_options(top: &Map<String, Value>) -> Result<Options, ConfigError> {
             )
         }
     }
+    // After `optional_fields`: 0 turns the `grpc_message` group off whatever
+    // that list says.
+    match top.get("grpc_message_max_bytes") {
+        None | Some(Value::Null) => {}
+        Some(v) => match v.as_u64() {
+            Some(n) if n <= u64::from(GRPC_MESSAGE_MAX_BYTES) => {
+                options = options.with_grpc_message_max_bytes(n as u16)
+            }
+            _ => {
+                return err(
+                    "grpc_message_max_bytes",
+                    format!("must be an integer in [0, {GRPC_MESSAGE_MAX_BYTES}], got {v}"),
+                )
+            }
+        },
+    }
     Ok(options)
 }
 
@@ -291,7 +332,31 @@ mod tests {
             assert_eq!(c.options.sample_rate_json(), None);
             assert_eq!(c.options.fields, Fields::ALL);
             assert!(!c.options.rest_transcoded);
+            assert_eq!(c.options.grpc_message_max_bytes, 128);
         }
+    }
+
+    #[test]
+    fn grpc_message_max_bytes() {
+        let c = cfg(r#"{"grpc_message_max_bytes": 1024}"#);
+        assert_eq!(c.options.grpc_message_max_bytes, 1024);
+        assert_eq!(c.options.fields, Fields::ALL);
+        let c =
+            cfg(r#"{"grpc_message_max_bytes": 7, "optional_fields": ["framing", "grpc_message"]}"#);
+        assert_eq!(c.options.grpc_message_max_bytes, 7);
+        assert_eq!(
+            c.options.fields,
+            Fields::FRAMING.union(Fields::GRPC_MESSAGE)
+        );
+        // 0 is "never publish": the group is off even when listed.
+        let c = cfg(r#"{"optional_fields": ["grpc_message"], "grpc_message_max_bytes": 0}"#);
+        assert_eq!(c.options.fields, Fields::NONE);
+        assert_eq!(
+            cfg(r#"{"grpc_message_max_bytes": null}"#).options,
+            Options::default()
+        );
+        let o = Options::default().with_grpc_message_max_bytes(5000);
+        assert_eq!(o.grpc_message_max_bytes, 1024);
     }
 
     #[test]
@@ -370,8 +435,14 @@ mod tests {
         );
         assert_eq!(
             bad(r#"{"sample_rates": 1}"#),
-            "sample_rates: unknown field, expected one of: operations, sample_rate, optional_fields, rest_transcoded"
+            "sample_rates: unknown field, expected one of: operations, sample_rate, optional_fields, rest_transcoded, grpc_message_max_bytes"
         );
+        for v in ["1025", "-1", "1.5", "128.0", "\"128\"", "true"] {
+            assert_eq!(
+                bad(&format!(r#"{{"grpc_message_max_bytes": {v}}}"#)),
+                format!("grpc_message_max_bytes: must be an integer in [0, 1024], got {v}")
+            );
+        }
         // Operation errors still come first and keep their paths.
         assert!(
             bad(r#"{"sample_rate": 2, "operations": [{"grpc_path": "x"}]}"#)

@@ -11,7 +11,7 @@
 //! line of a trailer frame. Input may be split anywhere, including inside the 5-byte
 //! prefix.
 
-use crate::percent::decode_grpc_message;
+use crate::percent::{decode_grpc_message, MAX_MESSAGE_LEN};
 
 /// Most bytes of one trailer line that are kept for parsing.
 pub const TRAILER_CAPTURE_LIMIT: usize = 1024;
@@ -123,7 +123,7 @@ impl TrailerBlockParser {
                             _ => self.bad = true,
                         }
                     } else if name.eq_ignore_ascii_case(b"grpc-message") {
-                        self.fields.message = Some(decode_grpc_message(value));
+                        self.fields.message = Some(decode_grpc_message(value, MAX_MESSAGE_LEN));
                     }
                 }
                 _ => self.bad = true,

@@ -36,6 +36,19 @@ pub fn push_escaped(out: &mut String, s: &str) {
     }
 }
 
+/// The longest prefix of `s` of at most `max` bytes that ends on a
+/// character boundary: how every length-capped text of the record is cut.
+pub fn cut_utf8(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// Appends `n` in decimal.
 pub fn push_u64(out: &mut String, mut n: u64) {
     let mut buf = [0u8; 20];

@@ -15,6 +15,11 @@ use std::hash::BuildHasherDefault;
 /// WASI `random_get` import that `RandomState` would need.
 type FixedState = BuildHasherDefault<DefaultHasher>;
 
+/// `wirelens.operation` of every call the map does not know: one fixed
+/// value, so a client cannot grow the operation dimension by inventing
+/// paths. Reserved: no configured operation may take this name.
+pub const UNKNOWN_OPERATION: &str = "unknown";
+
 /// Streaming shape of an RPC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Streaming {
@@ -473,6 +478,12 @@ impl OpMap {
                 }
             },
         };
+        if operation == UNKNOWN_OPERATION {
+            return err(
+                format!("{path}.operation"),
+                format!("{UNKNOWN_OPERATION:?} is reserved for calls the map does not know"),
+            );
+        }
         let rpc_service = opt_string(path, obj, "rpc_service")?
             .unwrap_or_else(|| derived.map_or(String::new(), |(s, _)| s.to_string()));
         let rpc_method = opt_string(path, obj, "rpc_method")?
@@ -802,7 +813,7 @@ mod tests {
         );
         assert_eq!(
             bad(r#"{"ops": []}"#),
-            "ops: unknown field, expected one of: operations, sample_rate, optional_fields, rest_transcoded"
+            "ops: unknown field, expected one of: operations, sample_rate, optional_fields, rest_transcoded, grpc_message_max_bytes"
         );
         assert!(
             bad(r#"{"operations": [{"grpc_path": "/a.B/C", "stremaing": "unary"}]}"#)
@@ -868,6 +879,10 @@ mod tests {
             bad(r#"{"operations": [{"operation": "x.Y", "http_rules": [{"method": "GET", "pattern": "/x"}]},
                                    {"operation": "x.Z", "http_rules": [{"method": "get", "pattern": "/x"}]}]}"#),
             "operations[1].http_rules[0]: duplicate rule \"GET /x\" (also in operations[0].http_rules[0])"
+        );
+        assert_eq!(
+            bad(r#"{"operations": [{"grpc_path": "/a.B/C", "operation": "unknown"}]}"#),
+            "operations[0].operation: \"unknown\" is reserved for calls the map does not know"
         );
         assert!(bad("{").starts_with("invalid JSON:"));
         assert_eq!(bad("[]"), "invalid type: array, expected an object");

@@ -10,8 +10,8 @@ use crate::base64::Base64Decoder;
 use crate::classify::{accepts_protobuf, classify, Protocol};
 use crate::config::{Fields, Options};
 use crate::frame::{parse_status, FrameParser, FrameStats, GrpcTrailer};
-use crate::json::ObjectWriter;
-use crate::opmap::{derive_operation, split_grpc_path, strip_query, OpMap, Streaming};
+use crate::json::{cut_utf8, ObjectWriter};
+use crate::opmap::{strip_query, OpMap, Streaming, UNKNOWN_OPERATION};
 use crate::percent::decode_grpc_message;
 use std::rc::Rc;
 
@@ -24,6 +24,10 @@ pub const DEFAULT_READ_WINDOW: usize = 16 * 1024;
 /// message, or the prefix of a large one without copying 16 KiB of payload
 /// the parser would only skip.
 const FIRST_BINARY_READ: usize = 256;
+
+/// Most bytes of `url.path` published (UTF-8, before JSON escaping): enough
+/// to tell which unknown paths were hit, bounded whatever a client sends.
+pub const URL_PATH_MAX_BYTES: usize = 128;
 
 /// The one filter-state property published per call (Envoy prefixes it
 /// with `wasm.`): one host call, and one object for the access log and the
@@ -38,6 +42,7 @@ pub mod keys {
     pub const RPC_METHOD: &str = "rpc.method";
     pub const STREAMING: &str = "wirelens.streaming";
     pub const ROUTE: &str = "http.route";
+    pub const URL_PATH: &str = "url.path";
     pub const GRPC_STATUS: &str = "rpc.grpc.status_code";
     pub const GRPC_MESSAGE: &str = "wirelens.grpc.message";
     pub const REQ_HEADER_SIZE: &str = "wirelens.request.header.size";
@@ -66,13 +71,14 @@ pub mod keys {
 
 /// Every key the record can hold, in the fixed order they appear in (keys
 /// with an unknown value are omitted).
-pub const KEYS: [&str; 30] = [
+pub const KEYS: [&str; 31] = [
     keys::PROTOCOL,
     keys::OPERATION,
     keys::RPC_SERVICE,
     keys::RPC_METHOD,
     keys::STREAMING,
     keys::ROUTE,
+    keys::URL_PATH,
     keys::GRPC_STATUS,
     keys::GRPC_MESSAGE,
     keys::REQ_HEADER_SIZE,
@@ -259,18 +265,26 @@ impl Direction {
 
 #[derive(Clone, Debug)]
 enum Resolved {
+    /// Request headers not seen yet.
     None,
     /// Operation from the map; for REST also the matched rule.
-    Known {
-        op: usize,
-        rule: Option<usize>,
-    },
-    /// Unknown gRPC path: derived names.
-    Derived {
-        operation: String,
-        service: String,
-        method: String,
-    },
+    Known { op: usize, rule: Option<usize> },
+    /// A call the map does not know: its path, bounded ([`url_path`]).
+    Unknown { path: String },
+}
+
+/// `url.path` of an unknown call: the request path without query string or
+/// fragment, invalid UTF-8 replaced by U+FFFD, cut to at most
+/// [`URL_PATH_MAX_BYTES`] on a character boundary. Only a bounded head of
+/// `path` is looked at, whatever its length.
+pub fn url_path(path: &[u8]) -> String {
+    let path = strip_query(path);
+    // Every input byte yields at least one output byte, so the kept prefix
+    // comes from the first URL_PATH_MAX_BYTES input bytes; 3 more let a
+    // character straddling the cut decode whole (and be dropped) rather
+    // than turn into U+FFFD.
+    let head = &path[..path.len().min(URL_PATH_MAX_BYTES + 3)];
+    cut_utf8(&String::from_utf8_lossy(head), URL_PATH_MAX_BYTES).to_string()
 }
 
 /// State of one HTTP stream.
@@ -412,31 +426,24 @@ impl Call {
         self.req_end_ns = now();
     }
 
+    /// The operation comes only from the map: a client cannot add values
+    /// to the record's dimensions by inventing paths.
     fn resolve(&self, protocol: Protocol, method: &[u8], path: &[u8]) -> Resolved {
-        if protocol.is_grpc_family() {
-            if let Some(op) = self.map.lookup_grpc(path) {
-                return Resolved::Known { op, rule: None };
-            }
-            let Ok(p) = std::str::from_utf8(strip_query(path)) else {
-                return Resolved::None;
-            };
-            match split_grpc_path(p) {
-                Some((service, method)) => Resolved::Derived {
-                    operation: derive_operation(service, method),
-                    service: service.to_string(),
-                    method: method.to_string(),
-                },
-                None => Resolved::None,
-            }
+        let known = if protocol.is_grpc_family() {
+            self.map
+                .lookup_grpc(path)
+                .map(|op| Resolved::Known { op, rule: None })
         } else {
-            match self.map.match_rest(method, path) {
-                Some((op, rule)) => Resolved::Known {
+            self.map
+                .match_rest(method, path)
+                .map(|(op, rule)| Resolved::Known {
                     op,
                     rule: Some(rule),
-                },
-                None => Resolved::None,
-            }
-        }
+                })
+        };
+        known.unwrap_or_else(|| Resolved::Unknown {
+            path: url_path(path),
+        })
     }
 
     /// True when the adapter should hand request body bytes over (gRPC family).
@@ -502,7 +509,10 @@ impl Call {
             }
         }
         if let Some(m) = message {
-            self.grpc_message = Some(decode_grpc_message(m));
+            if self.options.fields.contains(Fields::GRPC_MESSAGE) {
+                let max = usize::from(self.options.grpc_message_max_bytes);
+                self.grpc_message = Some(decode_grpc_message(m, max));
+            }
         }
         if is_headers {
             // Response headers: decide how to read the response body. Only
@@ -716,8 +726,9 @@ impl Call {
     /// The record as of now. `now_ns` is used for the duration when the
     /// response has not completed (aborted streams).
     pub fn record(&self, now_ns: Option<u64>) -> Record<'_> {
-        let (operation, rpc_service, rpc_method, streaming, route) = match &self.resolved {
-            Resolved::None => ("", "", "", None, ""),
+        let (operation, rpc_service, rpc_method, streaming, route, url_path) = match &self.resolved
+        {
+            Resolved::None => ("", "", "", None, "", ""),
             Resolved::Known { op, rule } => {
                 let o = self.map.operation(*op);
                 let route = rule
@@ -730,21 +741,12 @@ impl Call {
                         o.rpc_method.as_str(),
                         o.streaming,
                         route,
+                        "",
                     ),
-                    None => ("", "", "", None, ""),
+                    None => ("", "", "", None, "", ""),
                 }
             }
-            Resolved::Derived {
-                operation,
-                service,
-                method,
-            } => (
-                operation.as_str(),
-                service.as_str(),
-                method.as_str(),
-                None,
-                "",
-            ),
+            Resolved::Unknown { path } => (UNKNOWN_OPERATION, "", "", None, "", path.as_str()),
         };
         // Wall-clock deltas: a clock going backwards gives 0, not a wrap.
         let us = |from: Option<u64>, to: Option<u64>| match (from, to) {
@@ -765,8 +767,14 @@ impl Call {
             rpc_method,
             streaming,
             route,
+            url_path,
             grpc_status: self.grpc_status,
-            grpc_message: self.grpc_message.as_deref().unwrap_or(""),
+            // A trailer frame's message was decoded before the options were
+            // known to the parser: cut here too.
+            grpc_message: cut_utf8(
+                self.grpc_message.as_deref().unwrap_or(""),
+                usize::from(self.options.grpc_message_max_bytes),
+            ),
             req_header_bytes: self.req_header_bytes,
             resp_header_bytes: self.resp_header_bytes,
             resp_trailer_bytes: self.resp_trailer_bytes,
@@ -802,6 +810,8 @@ pub struct Record<'a> {
     pub rpc_method: &'a str,
     pub streaming: Option<Streaming>,
     pub route: &'a str,
+    /// Only for calls the map does not know ([`url_path`]).
+    pub url_path: &'a str,
     pub grpc_status: Option<u32>,
     pub grpc_message: &'a str,
     pub req_header_bytes: u64,
@@ -843,6 +853,7 @@ impl Record<'_> {
             w.string(keys::STREAMING, s.as_str());
         }
         text(&mut w, keys::ROUTE, self.route);
+        text(&mut w, keys::URL_PATH, self.url_path);
         if let Some(code) = self.grpc_status {
             w.number(keys::GRPC_STATUS, code as u64);
         }
@@ -929,6 +940,22 @@ mod tests {
         ks.sort_unstable();
         ks.dedup();
         assert_eq!(ks.len(), KEYS.len());
+    }
+
+    #[test]
+    fn url_path_is_bounded() {
+        assert_eq!(url_path(b"/v1/x?token=secret#frag"), "/v1/x");
+        assert_eq!(url_path(b"/a\xffb"), "/a\u{FFFD}b");
+        assert_eq!(url_path(b""), "");
+        let long = vec![b'a'; 8192];
+        assert_eq!(url_path(&long), "a".repeat(URL_PATH_MAX_BYTES));
+        // A 3-byte character straddling byte 128 is dropped whole.
+        let mut path = b"/".repeat(URL_PATH_MAX_BYTES - 1);
+        path.extend_from_slice("€€".as_bytes());
+        assert_eq!(url_path(&path), "/".repeat(URL_PATH_MAX_BYTES - 1));
+        // Replacement characters (3 bytes each) count against the cut too.
+        let u = url_path(&[0xff; 200]);
+        assert_eq!(u, "\u{FFFD}".repeat(URL_PATH_MAX_BYTES / 3));
     }
 
     #[test]

@@ -350,7 +350,7 @@ fn golden_rest_transcoded() {
     );
     assert_eq!(call.protocol(), Some(Protocol::RestTranscoded));
     absent(&call, &GRPC_ONLY);
-    // Unmatched: protocol only.
+    // Unmatched: the one fixed operation and the bounded path, no other names.
     let call = Exchange {
         req_headers: &[(":method", "GET"), (":path", "/healthz")],
         req_chunks: vec![],
@@ -362,7 +362,7 @@ fn golden_rest_transcoded() {
     .run_with(map(), Options::default().with_rest_transcoded(true));
     assert_eq!(
         record_json(&call),
-        r#"{"wirelens.protocol":"rest-transcoded","wirelens.request.header.size":23,"wirelens.response.header.size":10,"wirelens.response.trailer.size":0,"http.request.body.size":0,"http.response.body.size":0,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":2500,"wirelens.request.duration_us":0,"wirelens.malformed":0}"#
+        r#"{"wirelens.protocol":"rest-transcoded","wirelens.operation":"unknown","url.path":"/healthz","wirelens.request.header.size":23,"wirelens.response.header.size":10,"wirelens.response.trailer.size":0,"http.request.body.size":0,"http.response.body.size":0,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":2500,"wirelens.request.duration_us":0,"wirelens.malformed":0}"#
     );
 }
 
@@ -551,7 +551,8 @@ fn record_json_reuses_its_buffer() {
     }
     assert_eq!((buf.capacity(), buf.as_ptr()), (cap, ptr));
 
-    // Unknown operation: its keys are omitted from the record.
+    // Unknown operation: the fixed operation and the path; the map's other
+    // keys are omitted from the record.
     let call = Exchange {
         req_headers: &[(":method", "GET"), (":path", "/healthz")],
         req_chunks: vec![],
@@ -562,11 +563,15 @@ fn record_json_reuses_its_buffer() {
     }
     .run(map());
     call.record(None).write_json(&mut buf);
-    assert!(buf.starts_with(r#"{"wirelens.protocol":"rest","#), "{buf}");
+    assert!(
+        buf.starts_with(
+            r#"{"wirelens.protocol":"rest","wirelens.operation":"unknown","url.path":"/healthz","#
+        ),
+        "{buf}"
+    );
     absent(
         &call,
         &[
-            keys::OPERATION,
             keys::RPC_SERVICE,
             keys::RPC_METHOD,
             keys::STREAMING,
@@ -575,6 +580,133 @@ fn record_json_reuses_its_buffer() {
             keys::GRPC_MESSAGE,
         ],
     );
+}
+
+#[test]
+fn unknown_paths_share_one_operation() {
+    // Whatever paths clients invent, `wirelens.operation` takes one value
+    // and the path goes, bounded, to `url.path` alone.
+    let long = format!("/{}", "z".repeat(8191));
+    let cases: &[(&str, &str, &str, &str)] = &[
+        // (method, path, content-type, url.path)
+        (
+            "GET",
+            "/no/such/route?secret=1",
+            "application/json",
+            "/no/such/route",
+        ),
+        (
+            "POST",
+            "/v1/hello/extra",
+            "application/json",
+            "/v1/hello/extra",
+        ),
+        ("POST", "/x.Y/qwerty", "application/grpc", "/x.Y/qwerty"),
+        (
+            "POST",
+            "/x.Y/qwerty#frag",
+            "application/grpc-web-text",
+            "/x.Y/qwerty",
+        ),
+        ("POST", "not-a-path", "application/grpc-web", "not-a-path"),
+        ("GET", &long, "application/json", &long[..128]),
+        ("POST", &long, "application/grpc", &long[..128]),
+    ];
+    for &(method, path, content_type, want_path) in cases {
+        let call = Exchange {
+            req_headers: &[
+                (":method", method),
+                (":path", path),
+                ("content-type", content_type),
+            ],
+            req_chunks: vec![],
+            resp_headers: &[(":status", "404")],
+            resp_chunks: vec![],
+            resp_trailers: None,
+            window: 1024,
+        }
+        .run(map());
+        expect(
+            &call,
+            &[
+                (keys::OPERATION, json!("unknown")),
+                (keys::URL_PATH, json!(want_path)),
+                (keys::RPC_SERVICE, Value::Null),
+                (keys::RPC_METHOD, Value::Null),
+                (keys::STREAMING, Value::Null),
+                (keys::ROUTE, Value::Null),
+            ],
+        );
+    }
+    // A known call carries no `url.path`.
+    let call = Exchange {
+        req_headers: GRPC_REQ,
+        req_chunks: vec![],
+        resp_headers: &[(":status", "200"), ("content-type", "application/grpc")],
+        resp_chunks: vec![],
+        resp_trailers: Some(&[("grpc-status", "0")]),
+        window: 1024,
+    }
+    .run(map());
+    absent(&call, &[keys::URL_PATH]);
+}
+
+#[test]
+fn grpc_message_is_cut_to_the_configured_length() {
+    let message = "é".repeat(300);
+    let trailers_only = |options: Options| {
+        let resp = [
+            (":status", "200"),
+            ("content-type", "application/grpc"),
+            ("grpc-status", "2"),
+            ("grpc-message", message.as_str()),
+        ];
+        Exchange {
+            req_headers: GRPC_REQ,
+            req_chunks: vec![],
+            resp_headers: &resp,
+            resp_chunks: vec![],
+            resp_trailers: None,
+            window: 1024,
+        }
+        .run_with(map(), options)
+    };
+    let web_trailer_frame = |options: Options| {
+        let block = format!("grpc-status:2\r\ngrpc-message:{message}\r\n");
+        Exchange {
+            req_headers: &[
+                (":method", "POST"),
+                (":path", "/wirelens.v1.Hello/SayHello"),
+                ("content-type", "application/grpc-web"),
+            ],
+            req_chunks: vec![],
+            resp_headers: &[(":status", "200"), ("content-type", "application/grpc-web")],
+            resp_chunks: vec![encode_frame(0x80, block.as_bytes())],
+            resp_trailers: None,
+            window: 1024,
+        }
+        .run_with(map(), options)
+    };
+    for run in [
+        &trailers_only as &dyn Fn(Options) -> Call,
+        &web_trailer_frame,
+    ] {
+        // Default 128 bytes: 64 whole "é".
+        let call = run(Options::default());
+        assert_eq!(record_obj(&call)[keys::GRPC_MESSAGE], json!("é".repeat(64)));
+        // An odd limit never splits a character.
+        let call = run(Options::default().with_grpc_message_max_bytes(7));
+        assert_eq!(record_obj(&call)[keys::GRPC_MESSAGE], json!("ééé"));
+        let call = run(Options::default().with_grpc_message_max_bytes(1024));
+        assert_eq!(
+            record_obj(&call)[keys::GRPC_MESSAGE],
+            json!("é".repeat(300))
+        );
+        // 0: never published; the status still is.
+        let call = run(Options::default().with_grpc_message_max_bytes(0));
+        absent(&call, &[keys::GRPC_MESSAGE]);
+        assert_eq!(record_obj(&call)[keys::GRPC_STATUS], json!(2));
+    }
 }
 
 #[test]
@@ -1077,10 +1209,16 @@ fn grpc_unknown_method_trailers_only() {
         &call,
         &[
             (keys::PROTOCOL, json!("grpc")),
-            (keys::OPERATION, json!("stockService.Reserve")),
-            (keys::RPC_SERVICE, json!("acme.inventory.v2.StockService")),
-            (keys::RPC_METHOD, json!("Reserve")),
+            // Never derived from the path: a client cannot invent operations.
+            (keys::OPERATION, json!("unknown")),
+            (
+                keys::URL_PATH,
+                json!("/acme.inventory.v2.StockService/Reserve"),
+            ),
+            (keys::RPC_SERVICE, Value::Null),
+            (keys::RPC_METHOD, Value::Null),
             (keys::STREAMING, Value::Null),
+            (keys::ROUTE, Value::Null),
             (keys::REQ_BODY_SIZE, json!(5)),
             (keys::REQ_MESSAGES, json!(1)),
             (keys::REQ_MESSAGE_MIN, json!(0)),

@@ -8,11 +8,15 @@
 //! configured `grpc_path` finds its own operation; every REST rule matches
 //! its own template instantiated (`{v}`/`*` → `x`, `**` → `x/y`) with its
 //! method. Paths containing `?` or `#` are left out of the self-match checks
-//! (the lookups drop a query string / fragment first).
+//! (the lookups drop a query string / fragment first). The path's `url.path`
+//! (published for calls the map does not know) is at most 128 bytes and a
+//! prefix of the path's text; `grpc_message_max_bytes` stays in [0, 1024].
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use wirelens_core::config::Config;
+use wirelens_core::record::{url_path, URL_PATH_MAX_BYTES};
+use wirelens_core::opmap::strip_query;
 use wirelens_core::OpMap;
 
 /// A concrete path a template matches: `{v=sub}` → `sub`, `{v}` → `*`,
@@ -52,6 +56,13 @@ fuzz_target!(|data: &[u8]| {
     let method = parts.next().unwrap_or(b"GET");
     let path = parts.next().unwrap_or(b"/");
 
+    let published = url_path(path);
+    assert!(published.len() <= URL_PATH_MAX_BYTES, "url.path {published:?}");
+    assert!(
+        String::from_utf8_lossy(strip_query(path)).starts_with(&published),
+        "url.path {published:?} is not a prefix of {path:?}"
+    );
+
     let cfg = match Config::from_json(config) {
         Ok(c) => c,
         Err(e) => {
@@ -59,6 +70,7 @@ fuzz_target!(|data: &[u8]| {
             return;
         }
     };
+    assert!(cfg.options.grpc_message_max_bytes <= 1024);
     let rate = cfg.options.sample_rate();
     assert!((0.0..=1.0).contains(&rate), "sample rate {rate}");
     match cfg.options.sample_rate_json() {

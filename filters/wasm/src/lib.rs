@@ -582,6 +582,42 @@ mod tests {
     }
 
     #[test]
+    fn unknown_path_is_one_operation_at_no_extra_host_call() {
+        configure(
+            r#"{"operations": [{"operation": "hello.SayHello",
+                "http_rules": [{"method": "GET", "pattern": "/v1/hello"}]}]}"#,
+        );
+        // A REST call without bodies: its host calls and its record.
+        let call = |path: &str| {
+            host(|h| {
+                h.maps[host::MAP_REQUEST_HEADERS as usize] =
+                    Some(serialize(&[(":method", "GET"), (":path", path)]));
+                h.maps[host::MAP_RESPONSE_HEADERS as usize] =
+                    Some(serialize(&[(":status", "404")]));
+            });
+            let before = host(|h| h.calls);
+            let s = stream();
+            exports::proxy_on_request_headers(s, 2, true);
+            exports::proxy_on_response_headers(s, 1, true);
+            finish(s);
+            let props = take_properties();
+            let record = String::from_utf8(props[0].1.clone()).unwrap();
+            (host(|h| h.calls) - before, record)
+        };
+        let (known_calls, known) = call("/v1/hello");
+        assert!(!known.contains("url.path"), "{known}");
+        let long_path = format!("/x.Y/{}", "q".repeat(8000));
+        let (unknown_calls, unknown) = call(&long_path);
+        // The path was already in the request map: no host call more.
+        assert_eq!(unknown_calls, known_calls);
+        let want = format!(
+            r#"{{"wirelens.protocol":"rest","wirelens.operation":"unknown","url.path":"{}","#,
+            &long_path[..128]
+        );
+        assert!(unknown.starts_with(&want), "{unknown}");
+    }
+
+    #[test]
     fn log_phase_fallback() {
         configure(CONFIG);
         grpc_call(false);
@@ -634,6 +670,12 @@ mod tests {
         );
         let ok = configure(r#"{"optional_fields": ["sizes"]}"#);
         assert!(!ok);
+        let ok = configure(r#"{"grpc_message_max_bytes": 4096}"#);
+        assert!(!ok);
+        assert_eq!(
+            host(|h| h.logs.clone()),
+            ["wirelens: invalid plugin configuration: grpc_message_max_bytes: must be an integer in [0, 1024], got 4096"]
+        );
         let ok = configure(r#"{"optional_fields": [], "rest_transcoded": true}"#);
         assert!(ok);
         let transcoded = FILTER.with(|f| {
