@@ -3,8 +3,16 @@
 // moves past a batch only once the Collector has acknowledged it, and a
 // failed export is retried forever (with backoff). See internal/logship.
 //
+// With -max-disk-bytes the access log and its rotated, unshipped files are
+// capped: past the cap the oldest records are dropped, counted
+// (records_dropped in /progress, kept in the checkpoint) and logged once per
+// -drop-log-interval. The counts also go to the Collector as OTLP metrics
+// (wirelens.logship.dropped_records, …) every -metrics-interval, so that
+// `wirelens report` can show the drops of its window.
+//
 // It serves GET /healthz and GET /progress (JSON: file, offset, pending
-// bytes, records shipped, export failures, last error) on -listen.
+// bytes, records shipped and dropped, disk use, export failures, last error)
+// on -listen.
 package main
 
 import (
@@ -44,6 +52,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.DurationVar(&cfg.MaxBackoff, "max-backoff", 5*time.Second, "longest wait between retries of a failed export")
 	fs.Int64Var(&cfg.RotateBytes, "rotate-bytes", 0, "once the file holds this many bytes, all shipped: rename it to FILE.1, "+
 		"POST -reopen-url, ship the rest of FILE.1 and remove it (0: never rotate)")
+	fs.Int64Var(&cfg.MaxDiskBytes, "max-disk-bytes", 0, "cap on the bytes of FILE and its rotated, unshipped files; past it the "+
+		"oldest records are dropped and counted (needs -rotate-bytes, at most half of it; 0: no cap)")
+	fs.DurationVar(&cfg.DropLogInterval, "drop-log-interval", 10*time.Second, "at most one log message about dropped records per interval")
+	metricsInterval := fs.Duration("metrics-interval", 10*time.Second, "how often to send the drop counters as OTLP metrics (0: never)")
+	metricsService := fs.String("metrics-service", "wirelens-logship", "service.name of those metrics")
 	reopenURL := fs.String("reopen-url", "", "URL to POST after rotating so the writer reopens FILE (Envoy: http://ADMIN/reopen_logs)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: logship -file PATH [flags]\n\nShips a JSON-lines access log to an OTLP/gRPC Collector, at least once, never skipping a line.\n\nFlags:\n")
@@ -94,6 +107,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(lis) }()
 	defer srv.Close()
+	if *metricsInterval > 0 {
+		go sendMetrics(ctx, exporter, shipper, *metricsService, cfg.Path, *metricsInterval, logger)
+	}
 	logger.Info("logship", "file", cfg.Path, "endpoint", *endpoint, "listen", lis.Addr().String())
 
 	err = shipper.Run(ctx)
@@ -101,6 +117,27 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return nil
 	}
 	return err
+}
+
+// sendMetrics exports the shipper's counters every interval. A failed export
+// is not retried: the counters are cumulative, the next one carries them.
+func sendMetrics(ctx context.Context, exporter *logship.GRPCExporter, shipper *logship.Shipper, service, path string,
+	interval time.Duration, logger *slog.Logger) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-ticker.C:
+			err := exporter.ExportMetrics(ctx, shipper.Progress().Metrics(service, path, now))
+			if err != nil && !failing {
+				logger.Warn("sending logship's metrics failed; trying again each interval", "err", err)
+			}
+			failing = err != nil
+		}
+	}
 }
 
 func parseResource(text string) (map[string]string, error) {

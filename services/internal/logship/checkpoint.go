@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 // Checkpoint is how far the shipper got: every complete line of the file with
@@ -20,6 +21,11 @@ type Checkpoint struct {
 	// can be reused by a new file once the old one is deleted.
 	Fingerprint    string `json:"fingerprint"`
 	FingerprintLen int64  `json:"fingerprint_len"`
+	// Records and bytes dropped past the disk cap since DroppedSince: saved
+	// with the checkpoint that moves past them, so they are counted exactly once.
+	RecordsDropped uint64    `json:"records_dropped,omitempty"`
+	BytesDropped   uint64    `json:"bytes_dropped,omitempty"`
+	DroppedSince   time.Time `json:"dropped_since,omitzero"`
 }
 
 func loadCheckpoint(path string) (*Checkpoint, error) {

@@ -6,6 +6,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -14,6 +16,7 @@ import (
 type GRPCExporter struct {
 	conn    *grpc.ClientConn
 	client  plogotlp.GRPCClient
+	metrics pmetricotlp.GRPCClient
 	timeout time.Duration
 }
 
@@ -23,7 +26,8 @@ func NewGRPCExporter(endpoint string, timeout time.Duration) (*GRPCExporter, err
 	if err != nil {
 		return nil, err
 	}
-	return &GRPCExporter{conn: conn, client: plogotlp.NewGRPCClient(conn), timeout: timeout}, nil
+	return &GRPCExporter{conn: conn, client: plogotlp.NewGRPCClient(conn),
+		metrics: pmetricotlp.NewGRPCClient(conn), timeout: timeout}, nil
 }
 
 // Export returns nil only when the Collector answered OK; a partial success
@@ -39,6 +43,14 @@ func (e *GRPCExporter) Export(ctx context.Context, logs plog.Logs) error {
 		return &RejectedError{Rejected: ps.RejectedLogRecords(), Message: ps.ErrorMessage()}
 	}
 	return nil
+}
+
+// ExportMetrics sends the shipper's own metrics over the same connection.
+func (e *GRPCExporter) ExportMetrics(ctx context.Context, md pmetric.Metrics) error {
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	_, err := e.metrics.Export(ctx, pmetricotlp.NewExportRequestFromMetrics(md))
+	return err
 }
 
 // Close closes the connection.

@@ -17,7 +17,12 @@
 // after a restart by its inode and the fingerprint of its first bytes. With
 // Config.RotateBytes it rotates the file itself once everything in it was
 // shipped, and removes the rotated file once drained, so the log does not
-// grow without bound.
+// grow without bound while the Collector accepts.
+//
+// Backpressure: while the Collector is down or refuses, the file is the
+// buffer. Config.MaxDiskBytes caps it (diskcap.go): past the cap the oldest
+// unshipped records are dropped, counted (Progress.RecordsDropped, kept in the
+// checkpoint) and logged once per DropLogInterval, never silently.
 package logship
 
 import (
@@ -63,6 +68,13 @@ type Config struct {
 	RotateBytes int64
 	Reopen      func(ctx context.Context) error
 
+	// MaxDiskBytes > 0 (needs RotateBytes, at most half of it): the file and
+	// its rotated, not yet shipped files together hold at most this many
+	// bytes (plus one Interval of writes); past it the oldest are dropped and
+	// counted. DropLogInterval (default 10s) spaces the messages about drops.
+	MaxDiskBytes    int64
+	DropLogInterval time.Duration
+
 	Logger *slog.Logger
 }
 
@@ -83,6 +95,13 @@ type Progress struct {
 	LastShipped         time.Time `json:"last_shipped,omitzero"`
 	Rotations           uint64    `json:"rotations"`
 	Waiting             bool      `json:"waiting_for_file"`
+	// Past the disk cap: records and bytes dropped unshipped since
+	// DroppedSince (the first checkpoint; the counts survive restarts).
+	RecordsDropped uint64    `json:"records_dropped"`
+	BytesDropped   uint64    `json:"bytes_dropped"`
+	DroppedSince   time.Time `json:"dropped_since"`
+	DiskBytes      int64     `json:"disk_bytes"`     // the file and its rotated files, at the last check
+	MaxDiskBytes   int64     `json:"max_disk_bytes"` // the cap (0: none)
 }
 
 // RejectedError reports records the receiver refused permanently (OTLP
@@ -99,8 +118,10 @@ func (e *RejectedError) Error() string {
 const (
 	fingerprintSize = 1024
 	maxLineBytes    = 64 << 20
-	rotatedSuffix   = ".1"
 )
+
+// errDroppedPastCap: the disk cap dropped the file the batch in flight came from.
+var errDroppedPastCap = errors.New("the batch's file was dropped past the disk cap")
 
 // Shipper tails one file. Create with New, run with Run.
 type Shipper struct {
@@ -111,11 +132,13 @@ type Shipper struct {
 	name        string // the name the open file had when opened (Path or Path+".1")
 	inode       uint64
 	offset      int64
-	fp          string // hex sha256 of the first fpLen bytes
-	fpLen       int64
-	rotatedByUs bool
-	lastReopen  time.Time
-	buf         []byte
+	fp         string // hex sha256 of the first fpLen bytes
+	fpLen      int64
+	lastReopen time.Time
+	buf        []byte
+
+	unloggedDrops uint64 // records dropped since the last message about drops
+	lastDropLog   time.Time
 
 	mu   sync.Mutex
 	prog Progress
@@ -147,23 +170,44 @@ func New(cfg Config) (*Shipper, error) {
 	if cfg.MaxBackoff < cfg.MinBackoff {
 		cfg.MaxBackoff = max(5*time.Second, cfg.MinBackoff)
 	}
+	if cfg.MaxDiskBytes < 0 || cfg.RotateBytes < 0 {
+		return nil, errors.New("logship: MaxDiskBytes (-max-disk-bytes) and RotateBytes (-rotate-bytes) must not be negative")
+	}
+	if cfg.MaxDiskBytes > 0 && (cfg.RotateBytes == 0 || cfg.MaxDiskBytes < 2*cfg.RotateBytes) {
+		// Dropping works a rotated file at a time: the cap must hold the live file and one more.
+		return nil, fmt.Errorf("logship: MaxDiskBytes (-max-disk-bytes) %d needs RotateBytes (-rotate-bytes) > 0 "+
+			"and at most half of it, got %d", cfg.MaxDiskBytes, cfg.RotateBytes)
+	}
+	if cfg.DropLogInterval <= 0 {
+		cfg.DropLogInterval = 10 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Shipper{cfg: cfg, log: cfg.Logger, buf: make([]byte, cfg.MaxBatchBytes)}, nil
+	s := &Shipper{cfg: cfg, log: cfg.Logger, buf: make([]byte, cfg.MaxBatchBytes)}
+	s.prog.MaxDiskBytes = cfg.MaxDiskBytes
+	return s, nil
 }
 
 // Progress returns a snapshot of the shipper's progress.
 func (s *Shipper) Progress() Progress {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	p := s.prog
+	s.mu.Unlock()
+	// Pending: the rest of the file being read, the rotated files after it, the live file.
+	p.PendingBytes = p.Size - p.Offset
+	curSeq, readingSegment := s.segmentSeq(p.File)
+	for _, seg := range s.segments() {
+		if readingSegment && seg.seq > curSeq {
+			p.PendingBytes += seg.size
+		}
+	}
 	if fi, err := os.Stat(s.cfg.Path); err == nil {
 		if inodeOf(fi) == p.Inode {
 			p.Size = fi.Size()
 			p.PendingBytes = fi.Size() - p.Offset
-		} else { // still draining a rotated file: its rest and all of the new one
-			p.PendingBytes = p.Size - p.Offset + fi.Size()
+		} else {
+			p.PendingBytes += fi.Size()
 		}
 	}
 	return p
@@ -176,6 +220,7 @@ func (s *Shipper) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() { s.f.Close() }()
+	defer s.logDrops(true)
 	for {
 		if err := s.shipAvailable(ctx); err != nil {
 			return err
@@ -200,21 +245,29 @@ func (s *Shipper) openAtStart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.prog.DroppedSince = time.Now().UTC()
 	if cp != nil {
+		s.prog.RecordsDropped, s.prog.BytesDropped = cp.RecordsDropped, cp.BytesDropped
+		if !cp.DroppedSince.IsZero() {
+			s.prog.DroppedSince = cp.DroppedSince
+		}
 		if name := s.findCheckpointed(*cp); name != "" {
 			if err := s.open(name, cp.Offset); err != nil {
 				return err
 			}
-			s.rotatedByUs = name == s.cfg.Path+rotatedSuffix
 			s.log.Info("resuming from checkpoint", "file", name, "offset", s.offset)
 			return nil
 		}
-		s.log.Warn("the checkpointed file is gone; starting at the beginning of the current file",
+		s.log.Warn("the checkpointed file is gone; starting at the beginning of the oldest file",
 			"checkpoint", cp.Path, "inode", cp.Inode, "offset", cp.Offset)
 	}
 	for {
-		if _, err := os.Stat(s.cfg.Path); err == nil {
-			if err := s.open(s.cfg.Path, 0); err != nil {
+		oldest := s.cfg.Path
+		if segs := s.segments(); len(segs) > 0 {
+			oldest = segs[0].name
+		}
+		if _, err := os.Stat(oldest); err == nil {
+			if err := s.open(oldest, 0); err != nil {
 				return err
 			}
 			s.saveCheckpoint()
@@ -278,40 +331,21 @@ func (s *Shipper) open(name string, offset int64) error {
 	return nil
 }
 
-// checkFile notices rotation and truncation at the end of the current file,
-// and rotates the file itself when configured to. It reports whether it
-// switched files (there may be more to read at once).
+// checkFile rotates the file and enforces the disk cap when configured to,
+// notices truncation, and moves on once the file being read is complete (a
+// newer file exists: the writer has reopened). It reports whether it switched
+// files (there may be more to read at once).
 func (s *Shipper) checkFile(ctx context.Context) (bool, error) {
+	if s.cfg.MaxDiskBytes > 0 {
+		if s.enforceCap(ctx) {
+			return true, nil
+		}
+	} else {
+		s.rotateIfDue(ctx)
+	}
+	curSeq, isSegment := s.segmentSeq(s.name)
 	fi, err := os.Stat(s.cfg.Path)
-	switch {
-	case err == nil && inodeOf(fi) != s.inode:
-		// A new file took the name: the current one was renamed away and the
-		// writer has reopened. Drain what was written to the old one meanwhile.
-		if err := s.shipAvailable(ctx); err != nil {
-			return false, err
-		}
-		if cur, err := s.f.Stat(); err == nil && cur.Size() > s.offset {
-			s.countMalformed(1)
-			s.log.Warn("rotated file ends with an incomplete line; skipped", "file", s.name,
-				"bytes", cur.Size()-s.offset)
-		}
-		old := s.name
-		if err := s.open(s.cfg.Path, 0); err != nil {
-			return false, err
-		}
-		s.saveCheckpoint()
-		if s.rotatedByUs {
-			if err := os.Remove(old); err != nil {
-				s.log.Warn("removing the shipped rotated file", "file", old, "err", err)
-			}
-		}
-		s.rotatedByUs = false
-		s.mu.Lock()
-		s.prog.Rotations++
-		s.mu.Unlock()
-		s.log.Info("moved to the new file", "file", s.cfg.Path, "previous", old)
-		return true, nil
-	case err == nil:
+	if !isSegment && err == nil && inodeOf(fi) == s.inode {
 		if fi.Size() < s.offset {
 			s.log.Warn("file truncated: starting at its beginning", "file", s.cfg.Path,
 				"size", fi.Size(), "offset", s.offset)
@@ -319,22 +353,54 @@ func (s *Shipper) checkFile(ctx context.Context) (bool, error) {
 			s.saveCheckpoint()
 			return true, nil
 		}
-		if s.cfg.RotateBytes > 0 && !s.rotatedByUs && s.offset >= s.cfg.RotateBytes && s.offset == fi.Size() {
-			rotated := s.cfg.Path + rotatedSuffix
-			if err := os.Rename(s.cfg.Path, rotated); err != nil {
-				s.log.Warn("rotating", "file", s.cfg.Path, "err", err)
-				return false, nil
+		return false, nil
+	}
+	next := ""
+	if isSegment {
+		for _, seg := range s.segments() {
+			if seg.seq > curSeq {
+				next = seg.name
+				break
 			}
-			s.name, s.rotatedByUs = rotated, true
-			s.reopen(ctx)
-		}
-	case errors.Is(err, os.ErrNotExist):
-		// Renamed away, the writer has not reopened yet: keep reading the old file.
-		if s.rotatedByUs && time.Since(s.lastReopen) > 5*time.Second {
-			s.reopen(ctx)
 		}
 	}
-	return false, nil
+	if next == "" && err == nil && inodeOf(fi) != s.inode {
+		next = s.cfg.Path
+	}
+	if next == "" {
+		// Renamed away, the writer has not reopened yet: keep reading the old file.
+		if isSegment && time.Since(s.lastReopen) > 5*time.Second {
+			s.reopen(ctx)
+		}
+		return false, nil
+	}
+	// A newer file exists, so nothing more will be written to this one. Drain it.
+	old := s.name
+	if err := s.shipAvailable(ctx); err != nil {
+		return false, err
+	}
+	if s.name != old { // the disk cap dropped it meanwhile
+		return true, nil
+	}
+	if cur, err := s.f.Stat(); err == nil && cur.Size() > s.offset {
+		s.countMalformed(1)
+		s.log.Warn("rotated file ends with an incomplete line; skipped", "file", s.name,
+			"bytes", cur.Size()-s.offset)
+	}
+	if err := s.open(next, 0); err != nil {
+		return false, err
+	}
+	s.saveCheckpoint()
+	if isSegment {
+		if err := os.Remove(old); err != nil {
+			s.log.Warn("removing the shipped rotated file", "file", old, "err", err)
+		}
+	}
+	s.mu.Lock()
+	s.prog.Rotations++
+	s.mu.Unlock()
+	s.log.Info("moved to the next file", "file", next, "previous", old)
+	return true, nil
 }
 
 func (s *Shipper) reopen(ctx context.Context) {
@@ -375,7 +441,10 @@ func (s *Shipper) refreshFingerprint() {
 
 func (s *Shipper) saveCheckpoint() {
 	s.refreshFingerprint()
-	cp := Checkpoint{Path: s.name, Inode: s.inode, Offset: s.offset, Fingerprint: s.fp, FingerprintLen: s.fpLen}
+	s.mu.Lock()
+	cp := Checkpoint{Path: s.name, Inode: s.inode, Offset: s.offset, Fingerprint: s.fp, FingerprintLen: s.fpLen,
+		RecordsDropped: s.prog.RecordsDropped, BytesDropped: s.prog.BytesDropped, DroppedSince: s.prog.DroppedSince}
+	s.mu.Unlock()
 	if err := cp.save(s.cfg.CheckpointPath); err != nil {
 		// Shipping goes on; a restart would resend from the last saved checkpoint.
 		s.log.Error("saving the checkpoint", "path", s.cfg.CheckpointPath, "err", err)
@@ -404,13 +473,17 @@ func (s *Shipper) shipAvailable(ctx context.Context) error {
 			return nil
 		}
 		logs, malformed := s.build(lines)
-		if malformed > 0 {
-			s.countMalformed(malformed)
-		}
 		if n := logs.LogRecordCount(); n > 0 {
-			if err := s.export(ctx, logs); err != nil {
+			err := s.export(ctx, logs)
+			if errors.Is(err, errDroppedPastCap) {
+				continue // counted as dropped with the rest of its file; reading goes on in the next one
+			}
+			if err != nil {
 				return err
 			}
+		}
+		if malformed > 0 {
+			s.countMalformed(malformed)
 		}
 		s.offset = end
 		s.saveCheckpoint()
@@ -505,10 +578,29 @@ func (s *Shipper) export(ctx context.Context, logs plog.Logs) error {
 			s.log.Warn("export failed; retrying", "records", logs.LogRecordCount(), "failures", failures,
 				"next_in", backoff, "err", err)
 		}
-		if err := sleep(ctx, backoff); err != nil {
+		if err := s.waitRetry(ctx, backoff); err != nil {
 			return err
 		}
 		backoff = min(2*backoff, s.cfg.MaxBackoff)
+	}
+}
+
+// waitRetry waits d before the next attempt; meanwhile, each Interval, the
+// file keeps rotating and the disk cap holds (the outage is when it matters).
+// errDroppedPastCap: the batch's file was dropped.
+func (s *Shipper) waitRetry(ctx context.Context, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		if s.enforceCap(ctx) {
+			return errDroppedPastCap
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil
+		}
+		if err := sleep(ctx, min(left, s.cfg.Interval)); err != nil {
+			return err
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -390,5 +391,137 @@ func TestParseTime(t *testing.T) {
 	}
 	if _, err := parseTime([]byte(`"yesterday"`)); err == nil {
 		t.Error("parseTime accepted a word")
+	}
+}
+
+// envoyLikeWriter appends through one descriptor and reopens the path on
+// request, as Envoy does on POST /reopen_logs.
+type envoyLikeWriter struct {
+	mu      sync.Mutex
+	path    string
+	f       *os.File
+	reopens int
+}
+
+func newEnvoyLikeWriter(t *testing.T, path string) *envoyLikeWriter {
+	t.Helper()
+	w := &envoyLikeWriter{path: path}
+	if err := w.Reopen(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.f.Close() })
+	return w
+}
+
+func (w *envoyLikeWriter) Reopen(context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f != nil {
+		w.f.Close()
+		w.reopens++
+	}
+	f, err := os.OpenFile(w.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	w.f = f
+	return err
+}
+
+func (w *envoyLikeWriter) write(from, to int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := from; i < to; i++ {
+		w.f.WriteString(lineN(i))
+	}
+}
+
+// diskUse is the bytes of the access log and every file next to it named after it.
+func diskUse(t *testing.T, path string) int64 {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, e := range entries {
+		if e.Name() == filepath.Base(path) || strings.HasPrefix(e.Name(), filepath.Base(path)+".") &&
+			!strings.Contains(e.Name(), "checkpoint") {
+			if fi, err := e.Info(); err == nil {
+				total += fi.Size()
+			}
+		}
+	}
+	return total
+}
+
+func TestDiskCapDropsTheOldestRecordsAndCountsThemExactly(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "access.jsonl")
+	w := newEnvoyLikeWriter(t, path)
+	c := &fakeCollector{down: true}
+	const rotate, maxDisk, total, chunk = 4096, 16384, 1000, 10
+	cfg := Config{Path: path, Exporter: c, RotateBytes: rotate, MaxDiskBytes: maxDisk, Reopen: w.Reopen}
+	stop := start(t, cfg)
+	// The Collector is down: the writer goes on, the cap holds.
+	for i := 0; i < total; i += chunk {
+		w.write(i, i+chunk)
+		waitFor(t, fmt.Sprintf("disk use back under the %d-byte cap after record %d", maxDisk, i+chunk),
+			func() bool { return diskUse(t, path) <= maxDisk })
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// A restart keeps the count (it is in the checkpoint); then the Collector is back.
+	c.setDown(false)
+	stop = start(t, cfg)
+	defer stop()
+	var dropped uint64
+	waitFor(t, "every record shipped or dropped", func() bool {
+		cp, err := loadCheckpoint(path + ".checkpoint")
+		if err != nil || cp == nil {
+			return false
+		}
+		dropped = cp.RecordsDropped
+		return uint64(len(c.received()))+dropped == total
+	})
+	if dropped == 0 || dropped >= total {
+		t.Fatalf("dropped %d of %d records: the cap should have dropped some and kept the newest", dropped, total)
+	}
+	// What arrives is the newest records, in order: the oldest went first.
+	if got := c.received(); !equal(got, want(total-len(got), total)) {
+		t.Fatalf("received %d records, not the newest in order: first %v", len(got), got[:min(5, len(got))])
+	}
+}
+
+func TestDiskCapNeedsRotation(t *testing.T) {
+	for _, cfg := range []Config{
+		{Path: "x", Exporter: &fakeCollector{}, MaxDiskBytes: 1 << 20},
+		{Path: "x", Exporter: &fakeCollector{}, MaxDiskBytes: 1 << 20, RotateBytes: 1 << 20},
+	} {
+		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "-max-disk-bytes") {
+			t.Errorf("%+v: want an error naming -max-disk-bytes, got %v", cfg, err)
+		}
+	}
+}
+
+func TestMetricsCarryTheDropCountsFromTheCheckpointsStart(t *testing.T) {
+	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	p := Progress{RecordsDropped: 42, BytesDropped: 4200, DroppedSince: since, DiskBytes: 1000}
+	md := p.Metrics("wirelens-logship", "/x/access.jsonl", since.Add(time.Minute))
+	metrics := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	got := map[string]int64{}
+	for i := 0; i < metrics.Len(); i++ {
+		m := metrics.At(i)
+		switch m.Name() {
+		case MetricDroppedRecords, MetricDroppedBytes:
+			dp := m.Sum().DataPoints().At(0)
+			if !m.Sum().IsMonotonic() || dp.StartTimestamp().AsTime() != since {
+				t.Errorf("%s: want a monotonic sum starting at %v, got start %v", m.Name(), since, dp.StartTimestamp().AsTime())
+			}
+			got[m.Name()] = dp.IntValue()
+		case MetricDiskBytes:
+			got[m.Name()] = m.Gauge().DataPoints().At(0).IntValue()
+		}
+	}
+	if got[MetricDroppedRecords] != 42 || got[MetricDroppedBytes] != 4200 || got[MetricDiskBytes] != 1000 {
+		t.Fatalf("got %v", got)
 	}
 }
