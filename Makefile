@@ -206,6 +206,10 @@ bench-ingest: venv proto collector services ## ingest CPU per Collector/ClickHou
 bench-envoy-kill: venv proto filter collector jaeger services ## calls lost from Envoy's access-log buffer when Envoy is SIGKILLed, per flush interval
 	@$(PY) bench/envoy_kill.py $(BENCH_ARGS)
 
+.PHONY: soak
+soak: venv proto filter collector jaeger services ## every protocol and shape for SOAK_MINUTES (10) while Collector, logship, ClickHouse engine are SIGKILLed: calls = rows, RSS per component (build/soak/soak.html)
+	@$(PY) bench/soak.py --minutes $(or $(SOAK_MINUTES),10) $(SOAK_ARGS)
+
 bench-queries: venv ## saved queries (raw and rollup) on 10M synthetic calls (BENCH_ARGS="--rows 100000000" for the growth figures)
 	@$(PY) bench/query_speed.py $(BENCH_ARGS)
 
