@@ -75,6 +75,7 @@ type Report struct {
 	QueriesDir    string
 	Notes         []string  // about the report as a whole (missing queries, charts skipped)
 	Sampling      *Sampling // nil when the sampling query failed (a note says why)
+	Drops         *Drops    // calls the pipeline dropped in the window; nil when unknown (a note says why)
 	Latency       *Section
 	Sections      []*Section
 	Slowest       *Section
@@ -170,6 +171,9 @@ func Build(ctx context.Context, opt Options) (*Report, error) {
 			return nil, err
 		}
 		rep.Notes = append(rep.Notes, "Could not tell whether the calls were sampled: "+err.Error())
+	}
+	if rep.Drops, err = dropsSummary(ctx, ch, params); err != nil {
+		rep.Notes = append(rep.Notes, "Could not tell whether calls were dropped: "+err.Error())
 	}
 
 	if opt.Source == "" {

@@ -22,6 +22,7 @@ type fakeClickHouse struct {
 	mu    sync.Mutex
 	calls []map[string]string // param_* of each query, plus "sql"
 	rate  float64             // the calls' sample rate (0: 1, every call recorded)
+	drops int                 // calls logship dropped in the window
 }
 
 func (f *fakeClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -62,6 +63,9 @@ func (f *fakeClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		answer(`{"name":"sampled_calls","type":"UInt64"},{"name":"calls","type":"UInt64"},`+
 			`{"name":"min_sample_rate","type":"Nullable(Float64)"},{"name":"max_sample_rate","type":"Nullable(Float64)"}`,
 			fmt.Sprintf(`[63,%d,%g,%g]`, int(63/rate+0.5), rate, rate))
+	case strings.Contains(sql, "wirelens.logship.dropped_records"):
+		answer(`{"name":"dropped_records","type":"UInt64"},{"name":"dropped_total","type":"UInt64"}`,
+			fmt.Sprintf(`[%d,%d]`, f.drops, 2*f.drops))
 	case strings.Contains(sql, "quantiles("):
 		q := func(base float64) string {
 			var v []string
@@ -381,6 +385,33 @@ func TestSamplingLine(t *testing.T) {
 	} {
 		if got := c.s.Line(); got != c.want {
 			t.Errorf("%+v: got %q, want %q", c.s, got, c.want)
+		}
+	}
+}
+
+func TestDropsShowInEveryFormatOnlyWhenCallsWereDropped(t *testing.T) {
+	for _, drops := range []int{0, 1234} {
+		srv := httptest.NewServer(&fakeClickHouse{drops: drops})
+		rep, err := Build(context.Background(), Options{ClickHouse: testClickHouse(t, srv.URL), QueriesDir: testQueries(t)})
+		srv.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := "1,234 calls dropped past logship"
+		var text, tsv, html strings.Builder
+		if err := WriteText(&text, rep, "table"); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteText(&tsv, rep, "tsv"); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteHTML(&html, rep); err != nil {
+			t.Fatal(err)
+		}
+		for name, out := range map[string]string{"table": text.String(), "tsv": tsv.String(), "html": html.String()} {
+			if got := strings.Contains(out, line); got != (drops > 0) {
+				t.Errorf("%d drops, %s output shows the drops line: %v\n%s", drops, name, got, out[:min(len(out), 600)])
+			}
 		}
 	}
 }

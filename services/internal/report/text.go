@@ -33,6 +33,13 @@ func WriteText(w io.Writer, rep *Report, format string) error {
 			fmt.Fprintf(&b, "  sampling    %s\n", wrap(line, 100, "              "))
 		}
 	}
+	if line := rep.Drops.Line(); line != "" {
+		if tsv {
+			fmt.Fprintf(&b, "# dropped: %s\n", line)
+		} else {
+			fmt.Fprintf(&b, "  dropped     %s\n", wrap(line, 100, "              "))
+		}
+	}
 	for _, n := range rep.Notes {
 		if tsv {
 			fmt.Fprintf(&b, "# note: %s\n", n)
