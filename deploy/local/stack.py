@@ -114,11 +114,25 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
         envoy_render.check_sample_rate(settings["WIRELENS_SAMPLE_RATE"], "WIRELENS_SAMPLE_RATE")
     except ValueError as exc:
         raise StackError(str(exc)) from None
+    # Backpressure caps (README, "Guarantees"): the access-log file with its rotated,
+    # unshipped files (logship drops and counts the oldest records past it; 0 = no
+    # cap), and each Collector exporter's persistent queue, in serialized bytes.
     for name, default in (("WIRELENS_ENVOY_FILE_FLUSH_MS", "200"),
-                          ("WIRELENS_ACCESS_LOG_ROTATE_BYTES", str(64 << 20))):
+                          ("WIRELENS_ACCESS_LOG_ROTATE_BYTES", str(64 << 20)),
+                          ("WIRELENS_ACCESS_LOG_MAX_BYTES", str(1 << 30)),
+                          ("WIRELENS_COLLECTOR_QUEUE_BYTES", str(256 << 20))):
         settings[name] = environ.get(name, default)
         if not settings[name].isdigit():
             raise StackError(f"{name}={settings[name]!r} is not a whole number")
+    max_bytes, rotate_bytes = int(settings["WIRELENS_ACCESS_LOG_MAX_BYTES"]), int(settings["WIRELENS_ACCESS_LOG_ROTATE_BYTES"])
+    if max_bytes and (not rotate_bytes or max_bytes < 2 * rotate_bytes):
+        raise StackError(f"WIRELENS_ACCESS_LOG_MAX_BYTES={max_bytes} must be at least twice "
+                         f"WIRELENS_ACCESS_LOG_ROTATE_BYTES={rotate_bytes} (logship drops a rotated file at a time)")
+    if int(settings["WIRELENS_COLLECTOR_QUEUE_BYTES"]) == 0:
+        raise StackError("WIRELENS_COLLECTOR_QUEUE_BYTES=0: each exporter's queue needs room")
+    # The queue's file (bbolt) holds more than the serialized bytes it counts: its
+    # own cap on disk, past which writes fail like a full queue.
+    settings["WIRELENS_COLLECTOR_STORAGE_MAX_BYTES"] = str(2 * int(settings["WIRELENS_COLLECTOR_QUEUE_BYTES"]) + (8 << 20))
     settings["WIRELENS_CLICKHOUSE_ENDPOINT"] = environ.get(
         "WIRELENS_CLICKHOUSE_ENDPOINT",
         f"tcp://127.0.0.1:{settings['WIRELENS_CLICKHOUSE_TCP_PORT']}?dial_timeout=5s")
@@ -391,6 +405,7 @@ COMPONENTS: list[Component] = [
                            "-resource", envoy_render.resource_flag(),
                            "-listen", f"127.0.0.1:{s['WIRELENS_LOGSHIP_PORT']}",
                            "-rotate-bytes", s["WIRELENS_ACCESS_LOG_ROTATE_BYTES"],
+                           "-max-disk-bytes", s["WIRELENS_ACCESS_LOG_MAX_BYTES"],
                            "-reopen-url", f"http://127.0.0.1:{s['WIRELENS_ENVOY_ADMIN_PORT']}/reopen_logs"],
         ports=["WIRELENS_LOGSHIP_PORT"],
         ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_LOGSHIP_PORT']}/healthz"),
@@ -649,7 +664,63 @@ def status(settings: dict[str, str], log: Callable[[str], None] = print) -> bool
             f"{log_path(settings, component.name)}")
     if foreign:
         log("  (foreign: something not started by this stack answers on the port)")
+    for line in backpressure_lines(settings):
+        log(line)
     return healthy
+
+
+# The Collector's own counters (its Prometheus endpoint) of data it refused
+# (receiver: the client keeps it; logship retries) or dropped (exporter: the
+# sending queue was full).
+COLLECTOR_DROP_COUNTERS = (
+    ("otelcol_receiver_refused_log_records_total", "log records refused"),
+    ("otelcol_exporter_enqueue_failed_log_records_total", "log records dropped (queue full)"),
+    ("otelcol_receiver_refused_spans_total", "spans refused"),
+    ("otelcol_exporter_enqueue_failed_spans_total", "spans dropped (queue full)"),
+    ("otelcol_receiver_refused_metric_points_total", "metric points refused"),
+    ("otelcol_exporter_enqueue_failed_metric_points_total", "metric points dropped (queue full)"),
+)
+
+
+def collector_counters(settings: dict[str, str]) -> dict[str, float] | None:
+    """The Collector's /metrics summed per metric name (over labels); None if it does not answer."""
+    try:
+        code, body = http_get(f"http://127.0.0.1:{settings['WIRELENS_COLLECTOR_METRICS_PORT']}/metrics")
+    except (OSError, urllib.error.URLError):
+        return None
+    if code != 200:
+        return None
+    totals: dict[str, float] = {}
+    for line in body.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name, _, value = line.rpartition(" ")
+        name = name.split("{", 1)[0]
+        try:
+            totals[name] = totals.get(name, 0.0) + float(value)
+        except ValueError:
+            continue
+    return totals
+
+
+def backpressure_lines(settings: dict[str, str]) -> list[str]:
+    """What was dropped past the caps: logship's count (since its checkpoint began) and the Collector's."""
+    lines = []
+    progress = logship_progress(settings) if _file_sink(settings) else None
+    if progress is not None:
+        cap = progress.get("max_disk_bytes", 0)
+        lines.append(f"  logship: dropped {progress.get('records_dropped', 0)} access-log records past the "
+                     f"{_mib(cap) + ' cap' if cap else 'cap (none set)'} since {progress.get('dropped_since', '?')}; "
+                     f"disk {_mib(progress.get('disk_bytes', 0))}, {progress.get('pending_bytes', 0)} bytes pending")
+    counters = collector_counters(settings)
+    if counters is not None:
+        lines.append("  collector: " + ", ".join(f"{int(counters.get(name, 0))} {what}"
+                                                 for name, what in COLLECTOR_DROP_COUNTERS))
+    return lines
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
 
 
 def main(argv: list[str] | None = None) -> int:
