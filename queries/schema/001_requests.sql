@@ -1,7 +1,8 @@
 -- wirelens.requests: one row per call, one typed column per field of the
 -- wirelens record, fed from Envoy's OpenTelemetry access-log records in
 -- otel.otel_logs (created by the Collector's ClickHouse exporter).
--- Idempotent: every statement is IF NOT EXISTS (or re-applies a setting).
+-- Idempotent: every statement is IF NOT EXISTS, re-applies a setting, or
+-- replaces the view with its current definition.
 -- ${WIRELENS_REQUESTS_TTL_DAYS} is filled in by the stack (default 30 days).
 
 CREATE DATABASE IF NOT EXISTS wirelens;
@@ -28,6 +29,7 @@ CREATE TABLE IF NOT EXISTS wirelens.requests
     rpc_method             LowCardinality(String),
     streaming              LowCardinality(String),
     http_route             LowCardinality(String),
+    url_path               String CODEC(ZSTD),
     http_method            LowCardinality(String),
     http_version           LowCardinality(String),
     http_status            UInt16,
@@ -82,11 +84,26 @@ TTL toDateTime(timestamp) + toIntervalDay(${WIRELENS_REQUESTS_TTL_DAYS});
 -- existing table in line with the configured one.
 ALTER TABLE wirelens.requests MODIFY TTL toDateTime(timestamp) + toIntervalDay(${WIRELENS_REQUESTS_TTL_DAYS});
 
+-- A table created before url_path existed gets it (empty in older rows).
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS url_path String CODEC(ZSTD) AFTER http_route;
+
 -- The filter's record arrives expanded into attributes by the Collector
 -- (transform/wirelens_record). Envoy writes "-" for a field it has no value
 -- for (e.g. the filter failed open and published nothing); those become empty
 -- strings, zeros and NULLs, and the protocol 'unknown'.
-CREATE MATERIALIZED VIEW IF NOT EXISTS wirelens.requests_from_otel_logs
+--
+-- Bounded dimensions: no LowCardinality column takes a value a client can
+-- invent. operation, rpc_*, streaming and http_route come from the filter's
+-- operation map ('unknown' for every other path, whose first 128 bytes go to
+-- url_path, a plain column); http_method is a standard method or '_OTHER'
+-- (OpenTelemetry's http.request.method); run_id (the client's x-wirelens-run
+-- header) is cut to its first 64 characters.
+--
+-- OR REPLACE, not IF NOT EXISTS: an existing view must pick up this
+-- definition (IF NOT EXISTS would keep an old one, which leaves url_path
+-- empty and the method and run id unbounded). ClickHouse swaps the new view
+-- in atomically, so re-applying the schema on a live stack loses no insert.
+CREATE OR REPLACE MATERIALIZED VIEW wirelens.requests_from_otel_logs
 TO wirelens.requests
 AS
 WITH
@@ -96,14 +113,18 @@ SELECT
     attr('wirelens.request_id')                                AS request_id,
     TraceId                                                    AS trace_id,
     SpanId                                                     AS span_id,
-    attr('wirelens.run_id')                                    AS run_id,
+    leftUTF8(attr('wirelens.run_id'), 64)                      AS run_id,
     if(attr('wirelens.protocol') = '', 'unknown', attr('wirelens.protocol')) AS protocol,
     attr('wirelens.operation')                                 AS operation,
     attr('rpc.service')                                        AS rpc_service,
     attr('rpc.method')                                         AS rpc_method,
     attr('wirelens.streaming')                                 AS streaming,
     attr('http.route')                                         AS http_route,
-    attr('http.request.method')                                AS http_method,
+    attr('url.path')                                           AS url_path,
+    multiIf(attr('http.request.method') = '', '',
+            attr('http.request.method') IN ('CONNECT', 'DELETE', 'GET', 'HEAD', 'OPTIONS',
+                                            'PATCH', 'POST', 'PUT', 'TRACE'), attr('http.request.method'),
+            '_OTHER')                                          AS http_method,
     attr('network.protocol.version')                           AS http_version,
     toUInt16OrZero(attr('http.response.status_code'))          AS http_status,
     toUInt8OrNull(attr('rpc.grpc.status_code'))                AS grpc_status,

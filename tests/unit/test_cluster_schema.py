@@ -45,10 +45,13 @@ def test_every_single_node_statement_has_a_cluster_form(replicated, on_cluster):
     single = stack.schema_statements(SINGLE)
     stmts = statements(WIRELENS_CLICKHOUSE_REPLICATED=replicated, WIRELENS_CLICKHOUSE_ON_CLUSTER=on_cluster)
     tables = [s for s in single if s.startswith("CREATE TABLE")]
-    assert len(stmts) == len(single) + len(tables)  # one Distributed table more per table
+    added_columns = [s for s in single if s.startswith("ALTER TABLE") and " ADD COLUMN " in s]
+    # one Distributed table more per table; a column is added to both tables
+    assert len(stmts) == len(single) + len(tables) + len(added_columns)
     for s in stmts:
         assert s.startswith(("CREATE DATABASE IF NOT EXISTS", "CREATE TABLE IF NOT EXISTS",
-                             "CREATE MATERIALIZED VIEW IF NOT EXISTS", "ALTER TABLE")), s[:80]
+                             "CREATE MATERIALIZED VIEW IF NOT EXISTS", "CREATE OR REPLACE MATERIALIZED VIEW",
+                             "ALTER TABLE")), s[:80]
         assert ("ON CLUSTER 'prod'" in s.split("\n")[0]) == (on_cluster == "1"), s[:80]
         assert "${" not in s
 
@@ -89,16 +92,22 @@ def test_engine_parameters_follow_the_replica_path():
 
 def test_views_read_the_node_local_source_and_write_where_the_row_belongs():
     stmts = statements()
-    ingest = named(stmts, "CREATE MATERIALIZED VIEW IF NOT EXISTS wirelens.requests_from_otel_logs ")
+    ingest = named(stmts, "CREATE OR REPLACE MATERIALIZED VIEW wirelens.requests_from_otel_logs ")
     # per node from its own otel_logs, into the Distributed table: routed by request id
     assert ingest.split("\n")[1] == "TO wirelens.requests" and "FROM otel.otel_logs\n" in ingest
     rollup = named(stmts, "CREATE MATERIALIZED VIEW IF NOT EXISTS wirelens.requests_by_minute_from_requests ")
     # per shard from its calls, into its own rollup
     assert rollup.split("\n")[1] == "TO wirelens.requests_by_minute_local"
     assert "FROM wirelens.requests_local AS r" in rollup and not re.search(r"FROM wirelens\.requests\b(?!_)", rollup)
-    alter = named(stmts, "ALTER TABLE wirelens.requests_local ")
+    alter = named(stmts, "ALTER TABLE wirelens.requests_local ON CLUSTER 'prod' MODIFY TTL ")
     assert alter == "ALTER TABLE wirelens.requests_local ON CLUSTER 'prod' MODIFY TTL toDateTime(timestamp) " \
                     "+ toIntervalDay(7)"
+    # a column added to an existing table: on both, or the Distributed table cannot carry it
+    add = "ADD COLUMN IF NOT EXISTS url_path String CODEC(ZSTD) AFTER http_route"
+    assert named(stmts, "ALTER TABLE wirelens.requests_local ON CLUSTER 'prod' ADD ") \
+        == f"ALTER TABLE wirelens.requests_local ON CLUSTER 'prod' {add}"
+    assert named(stmts, "ALTER TABLE wirelens.requests ON CLUSTER 'prod' ADD ") \
+        == f"ALTER TABLE wirelens.requests ON CLUSTER 'prod' {add}"
 
 
 def test_a_table_without_a_sharding_key_or_an_unknown_statement_is_refused():

@@ -23,7 +23,8 @@ Distributed wirelens.requests, which routes each call to its shard; one reading
 a sharded table (the rollup from wirelens.requests) reads that node's _local
 table and writes into the _local table of its own target, on the same shard.
 
-Every statement is idempotent (IF NOT EXISTS, or re-applies a setting) and
+Every statement is idempotent (IF NOT EXISTS, re-applies a setting, or
+replaces a view with its current definition: OR REPLACE) and
 carries ON CLUSTER '<cluster>', unless it is meant to be run on each node
 separately (on_cluster=False: for servers without distributed DDL, such as the
 embedded chdb engine, or for operators who apply DDL node by node).
@@ -105,8 +106,13 @@ def cluster_statements(statements: list[str], cluster: str, replicated: bool = T
         elif m := re.match(rf"ALTER TABLE {TABLE}\s", statement):
             table = _sharded(m[1], head)
             out.append(f"ALTER TABLE {local(table)}{on}{statement[m.end() - 1:]}")
-        elif m := re.match(rf"CREATE MATERIALIZED VIEW IF NOT EXISTS {TABLE}\s+TO {TABLE}\s", statement):
-            view, target = m[1], _sharded(m[2], head)
+            if re.match(r"\s*ADD COLUMN\b", statement[m.end():]):
+                # The Distributed table reads and routes by column name: it needs the column too.
+                out.append(f"ALTER TABLE {table}{on}{statement[m.end() - 1:]}")
+        elif m := re.match(rf"CREATE (OR REPLACE MATERIALIZED VIEW|MATERIALIZED VIEW IF NOT EXISTS) {TABLE}"
+                           rf"\s+TO {TABLE}\s", statement):
+            create = f"CREATE {m[1]}"
+            view, target = m[2], _sharded(m[3], head)
             sources = set(re.findall(rf"\b(?:FROM|JOIN)\s+{TABLE}(?![\w.])", statement))
             sharded_sources = sources & SHARDING_KEYS.keys()
             if sharded_sources and sharded_sources != sources:
@@ -116,14 +122,14 @@ def cluster_statements(statements: list[str], cluster: str, replicated: bool = T
                 # Fires where the shard's rows are written; writes to the same shard.
                 for source in sharded_sources:
                     rest = re.sub(rf"\b(FROM|JOIN)\s+{re.escape(source)}(?![\w.])", rf"\1 {local(source)}", rest)
-                out.append(f"CREATE MATERIALIZED VIEW IF NOT EXISTS {view}{on}\nTO {local(target)}{rest}")
+                out.append(f"{create} {view}{on}\nTO {local(target)}{rest}")
             else:
                 # Fires on the node that received the insert; the Distributed target routes each row.
-                out.append(f"CREATE MATERIALIZED VIEW IF NOT EXISTS {view}{on}\nTO {target}{rest}")
+                out.append(f"{create} {view}{on}\nTO {target}{rest}")
         else:
             raise ClusterSchemaError(f"no cluster rule for the statement {head!r} "
                                      "(queries/schema/cluster/cluster_schema.py knows CREATE DATABASE, "
-                                     "CREATE TABLE, ALTER TABLE and CREATE MATERIALIZED VIEW ... TO)")
+                                     "CREATE TABLE, ALTER TABLE and CREATE [OR REPLACE] MATERIALIZED VIEW ... TO)")
     return out
 
 
@@ -182,9 +188,9 @@ ROLES = {
     ],
     # The schema step (this file's DDL): creates and alters wirelens's tables and
     # views (creating a view checks that its creator may read its source and
-    # write its target).
+    # write its target; CREATE OR REPLACE drops the view it replaces).
     "wirelens_ddl": [
-        "CREATE DATABASE, CREATE TABLE, CREATE VIEW, ALTER TABLE, ALTER VIEW ON wirelens.*",
+        "CREATE DATABASE, CREATE TABLE, CREATE VIEW, DROP VIEW, ALTER TABLE, ALTER VIEW ON wirelens.*",
         "CREATE DATABASE, CREATE TABLE ON otel.*",
         "SELECT, INSERT ON wirelens.*",
         "SELECT, INSERT ON otel.*",
