@@ -8,8 +8,13 @@ import json
 import os
 import shutil
 import struct
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The bad-input suite's cases (tests/e2e/bad_inputs.py): the e2e test sends
+# them to Envoy, bad_seeds() below turns the same bytes into seeds.
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "e2e"))
+import bad_inputs  # noqa: E402
 
 
 def frame(flags, payload):
@@ -130,7 +135,91 @@ SEEDS = {
 }
 
 
+# The `call` target's flags (fuzz/drivers/call.rs).
+REQUEST_ENDS, REQUEST_TRAILERS, RESPONSE_HEADERS, RESPONSE_ENDS, RESPONSE_TRAILERS = 1, 2, 4, 8, 16
+
+
+def call_input(flags, window, sections, chunks):
+    out = bytes([flags, window])
+    for section in sections:
+        out += struct.pack("<I", len(section)) + section
+    return out + chunks
+
+
+def h1_header_map(raw):
+    """The first request of raw HTTP/1 bytes as Envoy shows it to the filter (pseudo-headers, lower-case
+    names); None when the bytes are not an HTTP/1 request."""
+    head = raw.split(b"\r\n\r\n", 1)[0].split(b"\r\n")
+    parts = head[0].split(b" ")
+    if len(parts) != 3 or not parts[2].startswith(b"HTTP/"):
+        return None
+    pairs = [(b":method", parts[0]), (b":path", parts[1]), (b":scheme", b"http")]
+    for line in head[1:]:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        pairs.append((b":authority", value.strip()) if name == b"host" else (name, value.strip()))
+    return pairs
+
+
+def h1_body(raw):
+    return raw.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in raw else b""
+
+
+REPLY = frame(0, bad_inputs.proto_string(1, b"Hello, wirelens"))
+GRPC_WEB_REPLY = REPLY + frame(0x80, b"grpc-status:0\r\ngrpc-message:ok\r\n")
+# A typical answer per request content type: (response headers, body, trailers).
+RESPONSES = {
+    "application/grpc": ([(b":status", b"200"), (b"content-type", b"application/grpc")], REPLY,
+                         [(b"grpc-status", b"0")]),
+    "application/grpc-web+proto": ([(b":status", b"200"), (b"content-type", b"application/grpc-web+proto")],
+                                   GRPC_WEB_REPLY, []),
+    "application/grpc-web-text": ([(b":status", b"200"), (b"content-type", b"application/grpc-web-text")],
+                                  base64.b64encode(GRPC_WEB_REPLY), []),
+    "rest": ([(b":status", b"200"), (b"content-type", b"application/json")], b'{"id":1}', []),
+}
+# How each sender of the e2e test ends the call: request flags, response flags.
+ENDINGS = {
+    "h2": (REQUEST_ENDS, RESPONSE_HEADERS | RESPONSE_ENDS),
+    "h1": (REQUEST_ENDS, RESPONSE_HEADERS | RESPONSE_ENDS),
+    "h2_rapid_reset": (REQUEST_ENDS, 0),
+    "h2_reset_mid_request": (0, 0),
+    "h2_close_mid_request": (0, 0),
+    "h1_close": (0, 0),
+    "h2_reset_mid_response": (REQUEST_ENDS, RESPONSE_HEADERS),
+}
+
+
+def bad_seeds():
+    """Seeds from every bad-input case that carries a request: its header map (header_map), its gRPC
+    body (frame_parser, grpc_web_text) and the whole call with a typical response (call)."""
+    seeds = {"header_map": {}, "frame_parser": {}, "grpc_web_text": {}, "call": {}}
+    for case in bad_inputs.CASES:
+        pairs = case.headers or (h1_header_map(case.raw) if case.raw else None)
+        if not pairs or case.send not in ENDINGS:
+            continue  # floods and non-HTTP bytes: no request for the filter
+        body = case.body or h1_body(case.raw)
+        name = f"bad_{case.id}"
+        seeds["header_map"][name] = b"\x00" + headers(pairs)
+        content_type = dict(pairs).get(b"content-type", b"").decode().lower()
+        if content_type == "application/grpc-web-text":
+            seeds["grpc_web_text"][name] = b"\x00\x00" + body
+        elif content_type.startswith("application/grpc"):
+            seeds["frame_parser"][name] = b"\x00" + body
+        response = RESPONSES.get(content_type, RESPONSES["rest"])
+        request_flags, response_flags = ENDINGS[case.send]
+        if response_flags & RESPONSE_ENDS and response[2]:
+            response_flags |= RESPONSE_TRAILERS
+        response_body = response[1] if response_flags & RESPONSE_ENDS else response[1][:7]
+        # Window 16 bytes, chunks of 5, 1 and 64 bytes: the reads cross every frame boundary.
+        seeds["call"][name] = call_input(request_flags | response_flags, 1,
+                                         [headers(pairs), body, headers(response[0]), response_body,
+                                          headers(response[2])], bytes([4, 0, 63]))
+    return seeds
+
+
 def main():
+    for target, extra in bad_seeds().items():
+        SEEDS.setdefault(target, {}).update(extra)
     for target, seeds in SEEDS.items():
         d = os.path.join(HERE, "corpus", target)
         shutil.rmtree(d, ignore_errors=True)
