@@ -517,6 +517,11 @@ func pairParams(extra []string) (pairing, bool) {
 	return p, true
 }
 
+// UnknownOperation is the operation of every call the filter's operation map
+// does not know (filters/README.md, "Bounded dimensions"): one row or chart
+// like any operation, but its calls went to unrelated paths.
+const UnknownOperation = "unknown"
+
 func runPairwise(ctx context.Context, ch *ClickHouse, q SavedQuery, sec *Section, params map[string]string,
 	pair pairing, medians map[string]map[string]float64, lat *Section, resamples int) {
 	if resamples <= 0 {
@@ -536,6 +541,11 @@ func runPairwise(ctx context.Context, ch *ClickHouse, q SavedQuery, sec *Section
 	runs := 0
 	for _, op := range sortedKeys(medians) {
 		meds := medians[op]
+		if op == UnknownOperation {
+			sec.Notes = append(sec.Notes, fmt.Sprintf("%s: calls to paths the operation map does not know, "+
+				"not one operation: not compared.", op))
+			continue
+		}
 		if len(meds) < 2 {
 			sec.Notes = append(sec.Notes, fmt.Sprintf("%s: only %s in the window, nothing to compare.", op, strings.Join(sortedKeys(meds), ", ")))
 			continue

@@ -23,6 +23,8 @@ type fakeClickHouse struct {
 	calls []map[string]string // param_* of each query, plus "sql"
 	rate  float64             // the calls' sample rate (0: 1, every call recorded)
 	drops int                 // calls logship dropped in the window
+	// unknown adds calls the operation map does not know, over two protocols.
+	unknown bool
 }
 
 func (f *fakeClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -74,12 +76,18 @@ func (f *fakeClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return "[" + strings.Join(v, ",") + "]"
 		}
+		rows := []string{
+			`["echo.BiStream","grpc",` + sampled(3) + `,501,` + q(400) + `]`,
+			`["hello.SayHello","grpc",` + sampled(30) + `,395,` + q(300) + `]`,
+			`["hello.SayHello","rest",` + sampled(30) + `,542,` + q(500) + `]`,
+		}
+		if f.unknown {
+			rows = append(rows, `["unknown","grpc",`+sampled(50)+`,90,`+q(80)+`]`,
+				`["unknown","rest",`+sampled(50)+`,120,`+q(100)+`]`)
+		}
 		answer(`{"name":"operation","type":"LowCardinality(String)"},{"name":"protocol","type":"LowCardinality(String)"},`+
 			`{"name":"calls","type":"UInt64"},{"name":"sampled_calls","type":"UInt64"},{"name":"sample_rate","type":"Float64"},`+
-			`{"name":"median_us","type":"UInt64"},{"name":"quantiles_us","type":"Array(Float64)"}`,
-			`["echo.BiStream","grpc",`+sampled(3)+`,501,`+q(400)+`]`,
-			`["hello.SayHello","grpc",`+sampled(30)+`,395,`+q(300)+`]`,
-			`["hello.SayHello","rest",`+sampled(30)+`,542,`+q(500)+`]`)
+			`{"name":"median_us","type":"UInt64"},{"name":"quantiles_us","type":"Array(Float64)"}`, rows...)
 	case strings.Contains(sql, "duration_us DESC"):
 		answer(`{"name":"timestamp","type":"DateTime64(9)"},{"name":"operation","type":"LowCardinality(String)"},`+
 			`{"name":"protocol","type":"LowCardinality(String)"},{"name":"duration_us","type":"UInt64"},{"name":"trace_id","type":"String"}`,
@@ -238,6 +246,37 @@ func TestBuildRunsEveryQueryAndKeepsGoingAfterAnError(t *testing.T) {
 	// Self-contained: no scripts, no external resources.
 	if regexp.MustCompile(`(?i)<script|<link|<img|\ssrc=|@import|url\(`).MatchString(html) {
 		t.Error("the HTML must not load anything")
+	}
+}
+
+// Calls the operation map does not know share the operation "unknown": one
+// chart like any operation, but no protocol comparison (its calls went to
+// unrelated paths).
+func TestUnknownCallsAreOneChartAndNeverCompared(t *testing.T) {
+	fake := &fakeClickHouse{unknown: true}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	rep, err := Build(context.Background(), Options{
+		ClickHouse: testClickHouse(t, srv.URL), QueriesDir: testQueries(t), RunID: "dev1",
+		Now: func() time.Time { return time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range rep.AllSections() {
+		switch s.Name {
+		case "latency_cdf":
+			if len(s.Charts) != 3 {
+				t.Errorf("latency_cdf: %d charts, want one per operation, unknown included", len(s.Charts))
+			}
+		case "compare_protocols":
+			if s.Result == nil || len(s.Result.Rows) != 1 || CellText(s.Result.Rows[0][0]) != "hello.SayHello" {
+				t.Errorf("compare_protocols: %+v", s.Result)
+			}
+			if !strings.Contains(strings.Join(s.Notes, " "), "unknown: calls to paths the operation map does not know") {
+				t.Errorf("compare notes %v", s.Notes)
+			}
+		}
 	}
 }
 
