@@ -192,13 +192,14 @@ def test_known_message_bytes_status_and_span(local_stack):
     }
     columns = ("protocol, (request_body_bytes, response_body_bytes), (request_messages, response_messages), "
                "(request_message_bytes, response_message_bytes), (request_framing_bytes, response_framing_bytes), "
-               "ifNull(toString(grpc_status), 'null'), trace_id, http_status, operation, http_route")
+               "ifNull(toString(grpc_status), 'null'), trace_id, http_status, operation, http_route, url_path")
     found = poll(f"{len(expected)} rows of run {run_id}",
                  lambda: rows(settings, f"SELECT {columns} FROM wirelens.requests FINAL "
                                         f"WHERE run_id = '{run_id}' ORDER BY protocol"),
                  lambda r: len(r) >= len(expected))
     assert [r[0] for r in found] == sorted(expected), found
-    for protocol, body_b, messages, payload_b, framing_b, grpc_status, trace_id, status, operation, route in found:
+    for protocol, body_b, messages, payload_b, framing_b, grpc_status, trace_id, status, operation, route, url_path \
+            in found:
         want_body, want_messages, want_payload, want_framing, want_status = expected[protocol]
         assert json.loads(body_b.replace("(", "[").replace(")", "]")) == list(want_body), protocol
         assert json.loads(messages.replace("(", "[").replace(")", "]")) == list(want_messages), protocol
@@ -208,6 +209,7 @@ def test_known_message_bytes_status_and_span(local_stack):
         assert trace_id == trace_ids[protocol], protocol
         assert status == "200" and operation == "hello.SayHello", protocol
         assert route == ("/v1/hello" if protocol.startswith("rest") else ""), protocol
+        assert url_path == "", f"{protocol}: a known call carries no url.path"
 
     # The span of the gRPC-Web call, in Jaeger, tagged with its protocol.
     jaeger = f"http://127.0.0.1:{settings['WIRELENS_JAEGER_QUERY_PORT']}"
