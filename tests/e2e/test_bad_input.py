@@ -22,44 +22,48 @@ Every kind in bad_inputs.CASES is one named test case. For each:
     the expectation is no row: the good calls, sent after, are rows by then
     (the access log is written in order), and the bad run id has none.
 
-Cases (id: expectation; the bytes are in bad_inputs.py):
+Cases (id: rows under its run id, malformed, what the bad client gets; the
+bytes are in bad_inputs.py). "no row" = refused by Envoy before the filter.
 
-    grpc_length_4gib                    row, malformed
-    grpc_length_1mib_short              row, malformed
-    grpc_prefix_truncated_3             row, malformed
-    grpc_prefix_truncated_after_message row, malformed, 1 message
-    grpc_unknown_flag_bits              row, not malformed (well framed), 1 message
-    grpc_compressed_without_encoding    row, not malformed, 1 compressed message
-    grpc_empty_messages_to_unary        row, not malformed, 3000 messages of 0 bytes
-    grpc_trailer_frame_from_client      row, not malformed (the block parses)
-    grpc_trailer_frame_garbage          row, malformed (the block does not parse)
-    grpc_web_trailer_frame_from_client  row, not malformed
-    grpc_web_text_invalid_base64        row, malformed
-    grpc_web_text_padding_inside        row, malformed
-    grpc_web_text_padded_frames         row, not malformed, 2 messages
-    grpc_web_text_dangling_char         row, malformed
-    h2_rst_stream_mid_request           row, not malformed (a reset is not malformed)
-    h2_rst_stream_mid_response          row, not malformed
-    h2_client_gone_mid_body             row, not malformed
-    h2_headers_56kib                    row
-    h2_non_utf8_grpc_path               row
-    h2_rapid_reset                      100 rows (bounded: 100 streams)
-    h2_settings_flood                   no row: no request; Envoy closes the connection
-    h2_ping_flood                       no row: no request; Envoy closes the connection
+    grpc_length_4gib                    row, malformed; 200, grpc-status 8 from the server
+    grpc_length_1mib_short              row, malformed; 200
+    grpc_prefix_truncated_3             row, malformed; 200
+    grpc_prefix_truncated_after_message row, malformed, 1 message; 200
+    grpc_unknown_flag_bits              row, not malformed (well framed), 1 message; 200
+    grpc_compressed_without_encoding    row, not malformed, 1 compressed message; 200
+    grpc_empty_messages_to_unary        row, not malformed, 3000 messages of 0 bytes; 200
+    grpc_trailer_frame_from_client      row, not malformed (the block parses); 200
+    grpc_trailer_frame_garbage          row, malformed (the block does not parse); 200
+    grpc_web_trailer_frame_from_client  row, not malformed; 200
+    grpc_web_text_invalid_base64        row, malformed; 400 from Envoy's grpc_web filter
+    grpc_web_text_padding_inside        row, malformed; 400 (grpc_web)
+    grpc_web_text_padded_frames         row, not malformed, 2 messages; 400: Envoy's grpc_web
+                                        refuses padding between frames, which the filter accepts
+    grpc_web_text_dangling_char         row, malformed; 400 (grpc_web)
+    h2_rst_stream_mid_request           row, not malformed (a reset is not), no request duration
+    h2_rst_stream_mid_response          row, not malformed; 200, then the client's reset
+    h2_client_gone_mid_body             row, not malformed, no request duration
+    h2_headers_60kib                    row; 200 (just under max_request_headers_kb)
+    h2_headers_90kib                    no row: Envoy's HTTP/2 codec resets the stream
+    h2_non_utf8_grpc_path               row; 200
+    h2_rapid_reset                      100 rows, one per stream (bounded: 100 streams)
+    h2_settings_flood                   no row (no request); Envoy answers a PING after 5,000
+    h2_ping_flood                       no row (no request); Envoy answers a PING after 5,000
     h1_headers_60kib                    no row: Envoy's codec answers 431
     h1_path_non_utf8                    no row: Envoy's codec answers 400
-    h1_path_percent_encoded             row
+    h1_path_percent_encoded             row; 400 from the REST service
     h1_http10                           no row: Envoy answers 426 (accept_http_10 off)
-    h1_pipelined                        3 rows
-    h1_websocket_upgrade                row
-    h1_connect                          row
-    h1_head                             row, response body 0
-    h1_options_cors_preflight           row
-    h1_client_gone_mid_body             row
-    h1_grpc_web_client_gone_mid_frame   row, not malformed
-    h1_chunked_bad_size                 row (headers reached the filter; the body did not parse)
+    h1_pipelined                        3 rows; 200 x 3
+    h1_websocket_upgrade                no row: Envoy answers 403 (no upgrade_configs),
+                                        without building the filter chain
+    h1_connect                          row; 404 (no CONNECT route)
+    h1_head                             row, response body 0; 200
+    h1_options_cors_preflight           row; 405 from the REST service (no CORS filter)
+    h1_client_gone_mid_body             row, no request duration
+    h1_grpc_web_client_gone_mid_frame   row, not malformed, no request duration
+    h1_chunked_bad_size                 row (headers reached the filter); 400 from Envoy's codec
     h1_content_length_and_chunked       no row: Envoy's codec answers 400
-    h1_tls_hello_on_cleartext           no row: not HTTP, the connection is closed
+    h1_tls_hello_on_cleartext           no row: not HTTP; Envoy's codec answers 400
 
 The same inputs are seeds of the filter core's fuzz corpus
 (filters/fuzz/make-seeds.py writes filters/fuzz/corpus/*/bad_<id>).
@@ -67,6 +71,7 @@ The same inputs are seeds of the filter core's fuzz corpus
 
 from __future__ import annotations
 
+import http.client
 import io
 import json
 import re
@@ -74,6 +79,7 @@ import socket
 import time
 import urllib.request
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -88,6 +94,8 @@ import pytest
 import bad_inputs
 from bad_inputs import CASES, RUN_PLACEHOLDER, BadInput
 from conftest import stack
+
+assert all(f"\n    {c.id} " in __doc__ for c in CASES), "every case is in the table above"
 
 DEADLINE_S = 20.0  # per network exchange and per ClickHouse wait; generous for 2 shared cores
 # Floods: bounded in count and rate (at most 10,000 frames/s here), they stop by themselves.
@@ -162,6 +170,21 @@ class H2Client:
                 raise TimeoutError(f"no {what} within {DEADLINE_S:.0f}s; events: {self.events[-5:]}")
             self.receive()
 
+    def seen(self, kind, stream_id: int | None = None) -> bool:
+        return any(isinstance(e, kind) and (stream_id is None or e.stream_id == stream_id) for e in self.events)
+
+    def sync(self) -> None:
+        """A PING and its ACK: Envoy has read everything written before it (unless it closed)."""
+        self.conn.ping(b"wl-sync!")
+        self.flush()
+        self.wait_for(lambda: any(isinstance(e, h2.events.PingAckReceived) and e.ping_data == b"wl-sync!"
+                                  for e in self.events), "the ACK of a PING")
+
+    def reset_and_sync(self, stream_id: int) -> None:
+        self.conn.reset_stream(stream_id, h2.errors.ErrorCodes.CANCEL)
+        self.flush()
+        self.sync()
+
     def stream_over(self, stream_id: int) -> bool:
         return any(isinstance(e, (h2.events.StreamEnded, h2.events.StreamReset))
                    and e.stream_id == stream_id for e in self.events)
@@ -170,70 +193,67 @@ class H2Client:
         self.sock.close()
 
 
-def send_h2(port: int, case: BadInput, headers, body: bytes, ending: str) -> str:
+@dataclass
+class Outcome:
+    """What the bad client saw: the HTTP statuses Envoy answered (none for a reset or a
+    closed connection) and a note for failure messages."""
+
+    statuses: list[int]
+    note: str
+
+    def __str__(self) -> str:
+        return f"statuses {self.statuses}, {self.note}"
+
+
+def h2_exchange(port: int, case: BadInput, headers, ending: str) -> Outcome:
+    """One HTTP/2 stream: headers, then the body ended, reset or abandoned as `ending` says."""
     client = H2Client(port)
     try:
         # Envoy's SETTINGS first: its windows and frame size decide how the body is cut.
-        client.wait_for(lambda: any(isinstance(e, h2.events.RemoteSettingsChanged) for e in client.events),
-                        "SETTINGS from Envoy")
+        client.wait_for(lambda: client.seen(h2.events.RemoteSettingsChanged), "SETTINGS from Envoy")
         sid = client.conn.get_next_available_stream_id()
-        client.conn.send_headers(sid, headers, end_stream=not body and ending == "end")
+        client.conn.send_headers(sid, headers, end_stream=not case.body and ending == "end")
         client.flush()
         if ending == "end":
-            if body:
-                client.send_body(sid, body, end_stream=True)
+            if case.body:
+                client.send_body(sid, case.body, end_stream=True)
             client.wait_for(lambda: client.stream_over(sid), "end of the response")
         elif ending == "reset_mid_request":
-            client.send_body(sid, body, end_stream=False)
-            client.conn.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
-            client.flush()
-            # A PING answered after the reset: Envoy has read the reset by then.
-            client.conn.ping(b"resetack")
-            client.flush()
-            client.wait_for(lambda: any(isinstance(e, h2.events.PingAckReceived) for e in client.events),
-                            "PING ACK after the reset")
+            client.send_body(sid, case.body, end_stream=False)
+            client.reset_and_sync(sid)
         elif ending == "close_mid_request":
-            client.send_body(sid, body, end_stream=False)
+            client.send_body(sid, case.body, end_stream=False)
         elif ending == "reset_mid_response":
-            client.send_body(sid, body, end_stream=True)
-            client.wait_for(lambda: any(isinstance(e, h2.events.DataReceived) and e.stream_id == sid
-                                        for e in client.events), "the first response data")
-            client.conn.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
-            client.flush()
-            client.conn.ping(b"resetack")
-            client.flush()
-            client.wait_for(lambda: any(isinstance(e, h2.events.PingAckReceived) for e in client.events),
-                            "PING ACK after the reset")
-        else:
-            raise ValueError(f"unknown ending {ending!r}")
-        status = [dict(e.headers).get(b":status") for e in client.events
-                  if isinstance(e, h2.events.ResponseReceived) and e.stream_id == sid]
-        return f"status {status[0].decode() if status else 'none'}, connection closed: {client.closed}"
+            client.send_body(sid, case.body, end_stream=True)
+            client.wait_for(lambda: client.seen(h2.events.DataReceived, sid), "the first response data")
+            client.reset_and_sync(sid)
+        statuses = [int(dict(e.headers)[b":status"]) for e in client.events
+                    if isinstance(e, h2.events.ResponseReceived) and e.stream_id == sid]
+        reset_by_envoy = client.seen(h2.events.StreamReset, sid)
+        return Outcome(statuses, f"HTTP/2 stream {ending}, reset by Envoy: {reset_by_envoy}, "
+                                 f"connection closed by Envoy: {client.closed}")
     finally:
         client.close()
 
 
-def send_h2_rapid_reset(port: int, case: BadInput, headers, body: bytes) -> str:
+def h2_rapid_reset(port: int, case: BadInput, headers, raw: bytes) -> Outcome:
+    """case.rows streams opened (HEADERS with END_STREAM) and reset at once, in one write."""
     client = H2Client(port)
     try:
-        client.wait_for(lambda: any(isinstance(e, h2.events.RemoteSettingsChanged) for e in client.events),
-                        "SETTINGS from Envoy")
+        client.wait_for(lambda: client.seen(h2.events.RemoteSettingsChanged), "SETTINGS from Envoy")
         for _ in range(case.rows):
             sid = client.conn.get_next_available_stream_id()
             client.conn.send_headers(sid, headers, end_stream=True)
             client.conn.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
-        client.conn.ping(b"rapidend")
-        client.flush()
-        client.wait_for(lambda: any(isinstance(e, h2.events.PingAckReceived) for e in client.events),
-                        "PING ACK after the resets")
-        return f"{case.rows} streams reset, connection closed: {client.closed}"
+        client.sync()
+        return Outcome([], f"{case.rows} streams reset, connection closed by Envoy: {client.closed}")
     finally:
         client.close()
 
 
-def send_h2_flood(port: int, case: BadInput, frame_kind: str) -> str:
-    """Writes FLOOD_FRAMES control frames, FLOOD_BATCH per write at most every FLOOD_GAP_S, without
-    reading Envoy's ACKs; then one PING whose ACK shows Envoy got through them (or Envoy closed)."""
+def h2_flood(port: int, frame_kind: str) -> Outcome:
+    """FLOOD_FRAMES control frames, FLOOD_BATCH per write at most every FLOOD_GAP_S, without reading
+    Envoy's ACKs; then a PING whose ACK shows Envoy got through them (or Envoy closed: also fine)."""
     client = H2Client(port)
     try:
         sent = 0
@@ -246,19 +266,13 @@ def send_h2_flood(port: int, case: BadInput, frame_kind: str) -> str:
                         client.conn.ping((batch * FLOOD_BATCH + i).to_bytes(8, "big"))
                 client.sock.sendall(client.conn.data_to_send())
                 sent += FLOOD_BATCH
-                time.sleep(FLOOD_GAP_S)  # rate limit of the flood, not a synchronization
-            client.conn.ping(b"flood-ok")
-            client.flush()
+                time.sleep(FLOOD_GAP_S)  # the flood's rate limit, not a synchronization
+            client.sync()
         except (ConnectionResetError, BrokenPipeError):
-            client.closed = True  # Envoy's flood protection closed the connection: also fine
-        client.wait_for(lambda: any(isinstance(e, h2.events.PingAckReceived) and e.ping_data == b"flood-ok"
-                                    for e in client.events), "the PING ACK after the flood")
-        return f"{sent} {frame_kind} frames sent, connection closed by Envoy: {client.closed}"
+            client.closed = True
+        return Outcome([], f"{sent} {frame_kind} frames sent, connection closed by Envoy: {client.closed}")
     finally:
         client.close()
-
-
-# -- HTTP/1 by hand ----------------------------------------------------------------------
 
 
 class _NoClose(io.BufferedReader):
@@ -276,11 +290,10 @@ class _OneReader:
         return self.reader
 
 
-def send_h1(port: int, case: BadInput, raw: bytes) -> str:
-    """Writes raw bytes; reads HTTP/1 responses until Envoy closes the connection (or one without keep-alive)."""
-    import http.client
-    sock = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S)
-    try:
+def h1_exchange(port: int, raw: bytes) -> Outcome:
+    """Writes raw HTTP/1 bytes; reads one response per request line until a response closes the
+    connection or Envoy does."""
+    with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S) as sock:
         sock.sendall(raw)
         reader = _OneReader(_NoClose(socket.SocketIO(sock, "rb")))
         methods = re.findall(rb"(?m)^([A-Z]+) \S+ HTTP/1\.[01]\r$", raw) or [b"GET"]
@@ -293,33 +306,30 @@ def send_h1(port: int, case: BadInput, raw: bytes) -> str:
                 break
             response.read()
             statuses.append(response.status)
-            if response.will_close or response.status == 101:
+            if response.will_close:
                 break
-        return f"statuses {statuses}"
-    finally:
-        sock.close()
+        return Outcome(statuses, "HTTP/1")
 
 
-def send_h1_close(port: int, case: BadInput, raw: bytes) -> str:
+def h1_gone(port: int, raw: bytes) -> Outcome:
     """Writes raw bytes (a request cut short) and closes the connection at once."""
     with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S) as sock:
         sock.sendall(raw)
-    return "closed after the partial request"
+    return Outcome([], "HTTP/1, client closed after the partial request")
 
 
+# sender(port, case, HTTP/2 headers, raw HTTP/1 bytes) -> Outcome; the names are BadInput.send.
 SENDERS = {
-    "h2": lambda port, case, headers, body, raw: send_h2(port, case, headers, body, "end"),
-    "h2_reset_mid_request": lambda port, case, headers, body, raw: send_h2(port, case, headers, body,
-                                                                           "reset_mid_request"),
-    "h2_reset_mid_response": lambda port, case, headers, body, raw: send_h2(port, case, headers, body,
-                                                                            "reset_mid_response"),
-    "h2_close_mid_request": lambda port, case, headers, body, raw: send_h2(port, case, headers, body,
-                                                                           "close_mid_request"),
-    "h2_rapid_reset": lambda port, case, headers, body, raw: send_h2_rapid_reset(port, case, headers, body),
-    "h2_settings_flood": lambda port, case, headers, body, raw: send_h2_flood(port, case, "settings"),
-    "h2_ping_flood": lambda port, case, headers, body, raw: send_h2_flood(port, case, "ping"),
-    "h1": lambda port, case, headers, body, raw: send_h1(port, case, raw),
-    "h1_close": lambda port, case, headers, body, raw: send_h1_close(port, case, raw),
+    "h2": lambda port, case, headers, raw: h2_exchange(port, case, headers, "end"),
+    "h2_reset_mid_request": lambda port, case, headers, raw: h2_exchange(port, case, headers, "reset_mid_request"),
+    "h2_reset_mid_response": lambda port, case, headers, raw: h2_exchange(port, case, headers,
+                                                                          "reset_mid_response"),
+    "h2_close_mid_request": lambda port, case, headers, raw: h2_exchange(port, case, headers, "close_mid_request"),
+    "h2_rapid_reset": h2_rapid_reset,
+    "h2_settings_flood": lambda port, case, headers, raw: h2_flood(port, "settings"),
+    "h2_ping_flood": lambda port, case, headers, raw: h2_flood(port, "ping"),
+    "h1": lambda port, case, headers, raw: h1_exchange(port, raw),
+    "h1_close": lambda port, case, headers, raw: h1_gone(port, raw),
 }
 
 
@@ -387,14 +397,15 @@ def with_run_id(case: BadInput, run_id: str):
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input(local_stack, case: BadInput):
     settings = local_stack
-    run_id = f"bad-{uuid.uuid4().hex}"[:len(RUN_PLACEHOLDER)].ljust(len(RUN_PLACEHOLDER), "0")
+    run_id = f"bad-{uuid.uuid4().hex}"[:len(RUN_PLACEHOLDER)]
     good_run = f"{run_id}-good"
     headers, raw = with_run_id(case, run_id)
     stats_before = envoy_stats(settings)
     log_offset = envoy_log(settings).stat().st_size
 
-    outcome = SENDERS[case.send](int(settings["WIRELENS_ENVOY_PORT"]), case, headers, case.body, raw)
+    outcome = SENDERS[case.send](int(settings["WIRELENS_ENVOY_PORT"]), case, headers, raw)
     print(f"{case.id}: {outcome}")  # shown with -s, and with a failure
+    assert outcome.statuses == list(case.statuses), f"{case.id}: Envoy answered {outcome}, expected {case.statuses}"
 
     # (a) Envoy answers good calls right after.
     good_calls(settings, good_run)
