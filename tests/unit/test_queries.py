@@ -615,3 +615,30 @@ def test_a_row_without_a_known_rate_counts_once(ch):
         assert (row["calls"], row["sampled_calls"], row["sample_rate"], row["mean_ms"]) == ("1", "1", "1", "1")
     finally:
         ch.sql("ALTER TABLE wirelens.requests DELETE WHERE run_id = 'r4' SETTINGS mutations_sync = 1")
+
+
+def test_the_ingest_view_keeps_client_chosen_values_bounded(ch):
+    # Records as the Collector writes them: an unknown call (operation 'unknown' and its url.path
+    # from the filter), an invented method, a 200-character run id; a known call; a record Envoy
+    # wrote without the filter's fields ('-').
+    long_run = "r5" + "x" * 198
+    ch.sql(f"""INSERT INTO otel.otel_logs (Timestamp, LogAttributes) VALUES
+        ('{ts(70)}', map('wirelens.protocol', 'rest', 'wirelens.request_id', 'v1', 'wirelens.run_id', '{long_run}',
+                         'wirelens.operation', 'unknown', 'url.path', '/no/such/path', 'http.request.method', 'BREW')),
+        ('{ts(71)}', map('wirelens.protocol', 'grpc', 'wirelens.request_id', 'v2', 'wirelens.run_id', '{long_run}',
+                         'wirelens.operation', 'op.A', 'http.request.method', 'POST')),
+        ('{ts(72)}', map('wirelens.protocol', '-', 'wirelens.request_id', 'v3', 'wirelens.run_id', '{long_run}',
+                         'http.request.method', 'get'))""")
+    run = long_run[:64]
+    try:
+        rows = ch.sql(f"SELECT request_id, run_id, protocol, operation, url_path, http_method FROM wirelens.requests "
+                      f"FINAL WHERE run_id = '{run}' ORDER BY request_id FORMAT TSV").splitlines()
+        assert [r.split("\t") for r in rows] == [
+            ["v1", run, "rest", "unknown", "/no/such/path", "_OTHER"],
+            ["v2", run, "grpc", "op.A", "", "POST"],
+            # methods are case-sensitive (OpenTelemetry): 'get' is not GET
+            ["v3", run, "unknown", "", "", "_OTHER"],
+        ]
+    finally:
+        ch.sql(f"ALTER TABLE wirelens.requests DELETE WHERE run_id = '{run}' SETTINGS mutations_sync = 1")
+        ch.sql("TRUNCATE TABLE otel.otel_logs")
