@@ -673,12 +673,11 @@ def status(settings: dict[str, str], log: Callable[[str], None] = print) -> bool
 # (receiver: the client keeps it; logship retries) or dropped (exporter: the
 # sending queue was full).
 COLLECTOR_DROP_COUNTERS = (
-    ("otelcol_receiver_refused_log_records_total", "log records refused"),
-    ("otelcol_exporter_enqueue_failed_log_records_total", "log records dropped (queue full)"),
-    ("otelcol_receiver_refused_spans_total", "spans refused"),
-    ("otelcol_exporter_enqueue_failed_spans_total", "spans dropped (queue full)"),
-    ("otelcol_receiver_refused_metric_points_total", "metric points refused"),
-    ("otelcol_exporter_enqueue_failed_metric_points_total", "metric points dropped (queue full)"),
+    ("otelcol_receiver_refused_log_records", "log-record refusals (logship keeps and resends them)"),
+    ("otelcol_receiver_refused_spans", "spans refused"),
+    ("otelcol_exporter_enqueue_failed_spans", "spans dropped (queue full)"),
+    ("otelcol_receiver_refused_metric_points", "metric points refused"),
+    ("otelcol_exporter_enqueue_failed_metric_points", "metric points dropped (queue full)"),
 )
 
 
