@@ -15,8 +15,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use wirelens_core::config::Config;
-use wirelens_core::record::{url_path, URL_PATH_MAX_BYTES};
 use wirelens_core::opmap::strip_query;
+use wirelens_core::record::{url_path, URL_PATH_MAX_BYTES};
 use wirelens_core::OpMap;
 
 /// A concrete path a template matches: `{v=sub}` → `sub`, `{v}` → `*`,
@@ -57,7 +57,10 @@ fuzz_target!(|data: &[u8]| {
     let path = parts.next().unwrap_or(b"/");
 
     let published = url_path(path);
-    assert!(published.len() <= URL_PATH_MAX_BYTES, "url.path {published:?}");
+    assert!(
+        published.len() <= URL_PATH_MAX_BYTES,
+        "url.path {published:?}"
+    );
     assert!(
         String::from_utf8_lossy(strip_query(path)).starts_with(&published),
         "url.path {published:?} is not a prefix of {path:?}"
