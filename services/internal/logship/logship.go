@@ -175,8 +175,8 @@ func New(cfg Config) (*Shipper, error) {
 	}
 	if cfg.MaxDiskBytes > 0 && (cfg.RotateBytes == 0 || cfg.MaxDiskBytes < 2*cfg.RotateBytes) {
 		// Dropping works a rotated file at a time: the cap must hold the live file and one more.
-		return nil, fmt.Errorf("logship: MaxDiskBytes (-max-disk-bytes) %d needs RotateBytes (-rotate-bytes) > 0 "+
-			"and at most half of it, got %d", cfg.MaxDiskBytes, cfg.RotateBytes)
+		return nil, fmt.Errorf("logship: MaxDiskBytes (-max-disk-bytes) %d must be at least twice RotateBytes "+
+			"(-rotate-bytes), which must be set: got %d", cfg.MaxDiskBytes, cfg.RotateBytes)
 	}
 	if cfg.DropLogInterval <= 0 {
 		cfg.DropLogInterval = 10 * time.Second
