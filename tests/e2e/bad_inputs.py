@@ -188,9 +188,10 @@ CASES: list[BadInput] = [
              + http1("GET /v1/products/3 HTTP/1.1\nHost: wirelens\nConnection: close"),
              statuses=(200, 200, 200)),
     BadInput("h1_websocket_upgrade", "a WebSocket upgrade request (no upgrade configured)",
-             "h1", 0, why_no_row="Envoy answers 403 (no upgrade_configs) and builds no filter chain", raw=http1("GET /v1/products/1 HTTP/1.1\nHost: wirelens\nConnection: Upgrade\n"
-                                   "Upgrade: websocket\nSec-WebSocket-Version: 13\n"
-                                   "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="),
+             "h1", 0, why_no_row="Envoy answers 403 (no upgrade_configs) and builds no filter chain",
+             raw=http1("GET /v1/products/1 HTTP/1.1\nHost: wirelens\nConnection: Upgrade\n"
+                       "Upgrade: websocket\nSec-WebSocket-Version: 13\n"
+                       "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="),
              statuses=(403,)),
     BadInput("h1_connect", "CONNECT to a host:port (no CONNECT route)",
              "h1", 1, 0, raw=http1("CONNECT example.com:443 HTTP/1.1\nHost: example.com:443"),
