@@ -17,11 +17,13 @@ is LONG_PATH bytes. The upstream answers 404. Then, in ClickHouse:
 and `wirelens report --run` over that run stays readable: every terminal line
 at most REPORT_LINE_MAX characters (services/internal/report/table.go cuts
 cells), and neither it nor the HTML report shows a path pathflood made up;
-the HTML report has a chart panel named "unknown".
+the HTML report has a chart panel named "unknown", and compare_protocols
+does not compare protocols over it.
 
 On 2 shared cores (Envoy with one worker, the Collector and ClickHouse
-ingesting meanwhile): 100,000 calls sent in 65 s (1,530 calls/s), all rows
-in ClickHouse 78 s after the first call; the test prints its own figures.
+ingesting meanwhile): 100,000 calls sent in 51-65 s (1,530-1,950 calls/s),
+all rows in ClickHouse 65-78 s after the first call (two runs); the test
+prints its own figures.
 """
 
 from __future__ import annotations
@@ -165,6 +167,8 @@ def test_report_stays_readable(flood, tmp_path):
     print(f"\ncardinality: report of {len(report.stdout.splitlines())} lines, widest {len(widest)} characters")
     assert len(widest) <= REPORT_LINE_MAX, f"a report line of {len(widest)} characters: {widest[:200]}…"
     assert not INVENTED_PATH.search(report.stdout), INVENTED_PATH.search(report.stdout)[0]
+    # One operation for unrelated paths: its protocols are not compared.
+    assert "note: unknown: calls to paths the operation map does not know" in report.stdout
 
     page = html.read_text()
     (ARTIFACTS / "cardinality-report.html").write_text(page)
