@@ -181,6 +181,7 @@ RESPONSES = {
 ENDINGS = {
     "h2": (REQUEST_ENDS, RESPONSE_HEADERS | RESPONSE_ENDS),
     "h1": (REQUEST_ENDS, RESPONSE_HEADERS | RESPONSE_ENDS),
+    "h2_request_trailers": (REQUEST_ENDS | REQUEST_TRAILERS, RESPONSE_HEADERS | RESPONSE_ENDS),
     "h2_rapid_reset": (REQUEST_ENDS, 0),
     "h2_reset_mid_request": (0, 0),
     "h2_close_mid_request": (0, 0),
@@ -195,7 +196,7 @@ def bad_seeds():
     seeds = {"header_map": {}, "frame_parser": {}, "grpc_web_text": {}, "call": {}}
     for case in bad_inputs.CASES:
         pairs = case.headers or (h1_header_map(case.raw) if case.raw else None)
-        if not pairs or case.send not in ENDINGS:
+        if not pairs:
             continue  # floods and non-HTTP bytes: no request for the filter
         body = case.body or h1_body(case.raw)
         name = f"bad_{case.id}"

@@ -40,11 +40,19 @@ bytes are in bad_inputs.py). "no row" = refused by Envoy before the filter.
     grpc_web_text_padded_frames         row, not malformed, 2 messages; 400: Envoy's grpc_web
                                         refuses padding between frames, which the filter accepts
     grpc_web_text_dangling_char         row, malformed; 400 (grpc_web)
+    grpc_to_rest_upstream               row, not malformed, 0 response messages: the REST
+                                        service's 404 page is not gRPC (read in on_log)
+    grpc_content_type_on_rest_route     row, not malformed, 0 response messages; 200 JSON
+    grpc_web_text_content_type_on_rest_route  row, not malformed, 0 response messages; 200
     h2_rst_stream_mid_request           row, not malformed (a reset is not), no request duration
     h2_rst_stream_mid_response          row, not malformed; 200, then the client's reset
     h2_client_gone_mid_body             row, not malformed, no request duration
     h2_headers_60kib                    row; 200 (just under max_request_headers_kb)
     h2_headers_90kib                    no row: Envoy's HTTP/2 codec resets the stream
+    h2_headers_count_200                no row: Envoy's HTTP/2 codec resets the stream
+                                        (max_headers_count 100)
+    h2_request_trailers                 row, not malformed, 1 message; 200
+    h2_duplicate_content_type           row; 415 from the gRPC server
     h2_non_utf8_grpc_path               row; 200
     h2_rapid_reset                      100 rows, one per stream (bounded: 100 streams)
     h2_settings_flood                   no row (no request); Envoy answers a PING after 5,000
@@ -57,6 +65,8 @@ bytes are in bad_inputs.py). "no row" = refused by Envoy before the filter.
     h1_websocket_upgrade                no row: Envoy answers 403 (no upgrade_configs),
                                         without building the filter chain
     h1_connect                          row; 404 (no CONNECT route)
+    h1_options_asterisk                 no row: Envoy's connection manager answers 404 to a
+                                        path not starting with '/', before the filters
     h1_head                             row, response body 0; 200
     h1_options_cors_preflight           row; 405 from the REST service (no CORS filter)
     h1_client_gone_mid_body             row, no request duration
@@ -220,6 +230,11 @@ def h2_exchange(port: int, case: BadInput, headers, ending: str) -> Outcome:
             if case.body:
                 client.send_body(sid, case.body, end_stream=True)
             client.wait_for(lambda: client.stream_over(sid), "end of the response")
+        elif ending == "trailers":
+            client.send_body(sid, case.body, end_stream=False)
+            client.conn.send_headers(sid, [(b"x-client-trailer", b"1")], end_stream=True)
+            client.flush()
+            client.wait_for(lambda: client.stream_over(sid), "end of the response")
         elif ending == "reset_mid_request":
             client.send_body(sid, case.body, end_stream=False)
             client.reset_and_sync(sid)
@@ -326,6 +341,7 @@ SENDERS = {
     "h2_reset_mid_request": lambda port, case, headers, raw: h2_exchange(port, case, headers, "reset_mid_request"),
     "h2_reset_mid_response": lambda port, case, headers, raw: h2_exchange(port, case, headers,
                                                                           "reset_mid_response"),
+    "h2_request_trailers": lambda port, case, headers, raw: h2_exchange(port, case, headers, "trailers"),
     "h2_close_mid_request": lambda port, case, headers, raw: h2_exchange(port, case, headers, "close_mid_request"),
     "h2_rapid_reset": h2_rapid_reset,
     "h2_settings_flood": lambda port, case, headers, raw: h2_flood(port, "settings"),
