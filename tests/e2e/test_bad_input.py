@@ -113,6 +113,9 @@ FLOOD_FRAMES, FLOOD_BATCH, FLOOD_GAP_S = 5000, 100, 0.01
 WASM_FAILURE_LOG = re.compile(r"Wasm VM failed|panicked", re.IGNORECASE)
 # Stats outside wasm.* that count Envoy's own broken invariants.
 ENVOY_BUG_STATS = ("server.envoy_bug_failures", "server.debug_assertion_failures")
+# Must be among the watched stats, or the check would pass vacuously (a renamed stat).
+REQUIRED_STATS = {"wasm.envoy.wasm.runtime.v8.created", "wasm.envoy.wasm.runtime.v8.active", "wasm.wasm_vm_count",
+                  "wasm.wirelens.vm_reload_failure", *ENVOY_BUG_STATS}
 
 
 # -- HTTP/2 by hand ----------------------------------------------------------------------
@@ -419,6 +422,7 @@ def test_bad_input(local_stack, case: BadInput):
     good_run = f"{run_id}-good"
     headers, raw = with_run_id(case, run_id)
     stats_before = envoy_stats(settings)
+    assert REQUIRED_STATS <= stats_before.keys(), f"missing stats: {REQUIRED_STATS - stats_before.keys()}"
     log_offset = envoy_log(settings).stat().st_size
 
     outcome = SENDERS[case.send](int(settings["WIRELENS_ENVOY_PORT"]), case, headers, raw)
