@@ -11,9 +11,9 @@ arrives. Then, exactly:
     rows of the run + records logship dropped == N calls sent, drops > 0
 
 and while it lasted, the access log's disk use stayed under its cap plus the
-slack the cap allows (what Envoy writes between two of logship's checks,
-bounded here by one second of this test's traffic). `make status` and the
-report show the counts.
+slack the cap allows: what Envoy writes between two of logship's checks
+(every 0.5 s), bounded here by two seconds of this test's traffic to leave
+room for a loaded machine. `make status` and the report show the counts.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ ROTATE_BYTES = 32 << 10
 MAX_BYTES = 128 << 10
 QUEUE_BYTES = 128 << 10
 CALLS = 1200
-RATE = 100.0  # calls per second: the drop slack below is one second of them
+RATE = 100.0  # calls per second: the disk slack below is two seconds of them
 DEADLINE_S = 150.0
 
 
@@ -115,7 +115,7 @@ def test_clickhouse_down_past_the_caps_drops_are_counted_exactly_and_shown(cappe
                         and p["records_dropped"] > 0 and p, state=lambda: stack.logship_progress(settings))
     peak = sampler.stop()
     record_bytes = progress["bytes_dropped"] / progress["records_dropped"]
-    slack = RATE * record_bytes  # one second of this test's writes: logship checks every 0.5 s
+    slack = 2 * RATE * record_bytes
     assert peak <= MAX_BYTES + slack, f"access log reached {peak} bytes, cap {MAX_BYTES} + slack {slack:.0f}"
     assert progress["max_disk_bytes"] == MAX_BYTES, progress
     collector = stack.collector_counters(settings)
