@@ -331,7 +331,7 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, tm
     users.write_text(render_case(case, settings, tls_cert, ports))
     ecds = tmp_path / "ecds"
     injected = tmp_path / "envoy-wirelens.yaml"
-    # Start without an operation map: REST calls get no operation until the map arrives.
+    # Start without an operation map: REST calls are the operation "unknown" until the map arrives.
     result = subprocess.run([*INJECT, str(users), "-o", str(injected), "--wasm", str(WASM), "--ecds-dir", str(ecds),
                              "--collector", f"127.0.0.1:{settings['WIRELENS_COLLECTOR_OTLP_PORT']}"],
                             capture_output=True, text=True, timeout=60)
@@ -377,7 +377,7 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, tm
             f"{background.failed} of {background.sent} calls failed while the filter was reconfigured"
         query = (f"SELECT run_id, operation, count() FROM wirelens.requests FINAL WHERE run_id LIKE '{run}-%' "
                  f"AND run_id != '{run}-background' GROUP BY run_id, operation ORDER BY run_id")
-        want = [[f"{run}-map", "hello.SayHello", str(per_phase)], [f"{run}-no-map", "", str(per_phase)],
+        want = [[f"{run}-map", "hello.SayHello", str(per_phase)], [f"{run}-no-map", "unknown", str(per_phase)],
                 [f"{run}-upgraded", "hello.SayHello", str(per_phase)]]
         # Envoy batches access-log records: it runs until they have arrived.
         poll(f"the rows of the ECDS phases of run {run}", lambda: rows(settings, query),
