@@ -5,16 +5,16 @@ Every kind in bad_inputs.CASES is one named test case. For each:
 (a) Envoy still answers good calls right after, correctly: a REST GET (200,
     the product's JSON) and a gRPC unary SayHello through grpcio (OK, the
     exact reply bytes).
-(b) No wasm failure moved. Envoy 1.40 has no counter for a VM that trapped
-    under FAIL_OPEN (the filter is then silently skipped), so three signals:
-    every `wasm.*` stat of /stats (`wasm.envoy.wasm.runtime.v8.created` and
-    `.active`: a VM (re)created or lost; `wasm.wasm_vm_count`;
-    `wasm.wirelens.vm_reload*`, `wasm.wirelens_transcoded.vm_reload*`: the
-    reload machinery after a VM failure) and `server.envoy_bug_failures`,
-    `server.debug_assertion_failures` are unchanged; Envoy's log has no new
-    "Wasm VM failed" (Wasm::error, logged when a VM traps) or "panicked" (the
-    module's panic message on stderr); and the good calls of (a) are rows
-    in ClickHouse: a trapped VM publishes nothing, so its calls would be missing.
+(b) No wasm failure. Envoy 1.40 counts none under FAIL_OPEN: a module that
+    traps moves no stat at all (test_a_trap_is_seen: the trapping call gets
+    a 503, later calls skip the filter and succeed). So three signals: the
+    Envoy log has no new line of WASM_FAILURE_LOG (the trap's "Function: ...
+    failed", "Wasm VM failed", a panic message); the good calls of (a) are
+    rows in ClickHouse (a failed VM publishes nothing); and every `wasm.*`
+    stat of /stats (`wasm.envoy.wasm.runtime.v8.created`/`.active`,
+    `wasm.wasm_vm_count`: a VM created or lost; `wasm.<plugin>.vm_reload*`:
+    reloads after a failure, with FAIL_RELOAD) and `server.envoy_bug_failures`,
+    `server.debug_assertion_failures` are unchanged.
 (c) The bad call is exactly `rows` rows under its own run id (header
     x-wirelens-run), with `malformed` as expected (1 exactly where the gRPC
     framing or base64 was broken, filters/README.md) and the case's columns.
@@ -86,6 +86,7 @@ import io
 import json
 import re
 import socket
+import subprocess
 import time
 import urllib.request
 import uuid
@@ -110,7 +111,10 @@ assert all(f"\n    {c.id} " in __doc__ for c in CASES), "every case is in the ta
 DEADLINE_S = 20.0  # per network exchange and per ClickHouse wait; generous for 2 shared cores
 # Floods: bounded in count and rate (at most 10,000 frames/s here), they stop by themselves.
 FLOOD_FRAMES, FLOOD_BATCH, FLOOD_GAP_S = 5000, 100, 0.01
-WASM_FAILURE_LOG = re.compile(r"Wasm VM failed|panicked", re.IGNORECASE)
+# What Envoy logs when a VM fails: a trap in a callback ("Function: proxy_on_request_headers failed:
+# Uncaught RuntimeError: unreachable", wasm_vm.cc; a Rust panic ends in such a trap after printing
+# "panicked at" on stderr), or Wasm::error ("Wasm VM failed ..."). test_a_trap_is_seen checks it.
+WASM_FAILURE_LOG = re.compile(r"Function: \S+ failed|Wasm VM failed|panicked")
 # Stats outside wasm.* that count Envoy's own broken invariants.
 ENVOY_BUG_STATS = ("server.envoy_bug_failures", "server.debug_assertion_failures")
 # Must be among the watched stats, or the check would pass vacuously (a renamed stat).
@@ -458,3 +462,104 @@ def test_bad_input(local_stack, case: BadInput):
         for column, value in columns.items():
             assert str(row[column]) == str(value), (
                 f"{case.id} ({outcome}): {column} = {row[column]!r}, expected {value!r}")
+
+
+# -- the failure check (b) itself -------------------------------------------------------------
+
+
+def _leb128(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _vector(items: list[bytes]) -> bytes:
+    return _leb128(len(items)) + b"".join(items)
+
+
+def trapping_module() -> bytes:
+    """A proxy-wasm module (ABI 0.2.1) whose proxy_on_request_headers executes `unreachable`."""
+    i32 = b"\x7f"
+
+    def functype(params: int, results: int) -> bytes:
+        return b"\x60" + _vector([i32] * params) + _vector([i32] * results)
+
+    def section(section_id: int, body: bytes) -> bytes:
+        return bytes([section_id]) + _leb128(len(body)) + body
+
+    # (export name, type index, body: no locals, instructions, end)
+    functions = [("proxy_abi_version_0_2_1", 0, b""), ("proxy_on_context_create", 1, b""),
+                 ("proxy_on_vm_start", 2, b"\x41\x01"), ("proxy_on_configure", 2, b"\x41\x01"),
+                 ("proxy_on_memory_allocate", 3, b"\x41\x80\x08"), ("proxy_on_request_headers", 4, b"\x00")]
+    types = [functype(0, 0), functype(2, 0), functype(2, 1), functype(1, 1), functype(3, 1)]
+    exports = [_leb128(len(name)) + name.encode() + b"\x00" + _leb128(i) for i, (name, _, _) in enumerate(functions)]
+    exports.append(b"\x06memory\x02\x00")
+    bodies = [b"\x00" + code + b"\x0b" for _, _, code in functions]
+    return (b"\x00asm\x01\x00\x00\x00" + section(1, _vector(types))
+            + section(3, _vector([_leb128(t) for _, t, _ in functions]))
+            + section(5, _vector([b"\x00\x01"])) + section(7, _vector(exports))
+            + section(10, _vector([_leb128(len(b)) + b for b in bodies])))
+
+
+TRAP_ENVOY = """
+admin: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {admin}}}}}}}
+static_resources:
+  listeners:
+  - name: trap
+    address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: trap
+          http_filters:
+          - name: trap
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
+              config:
+                name: trap
+                root_id: trap
+                failure_policy: FAIL_OPEN
+                vm_config: {{vm_id: trap, runtime: envoy.wasm.runtime.v8, code: {{local: {{filename: "{wasm}"}}}}}}
+          - name: envoy.filters.http.router
+            typed_config: {{"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}
+          route_config:
+            virtual_hosts:
+            - name: trap
+              domains: ["*"]
+              routes: [{{match: {{prefix: "/"}}, direct_response: {{status: 200, body: {{inline_string: ok}}}}}}]
+"""
+
+
+def test_a_trap_is_seen(tmp_path):
+    """Check (b) can fail: a module that traps, in an Envoy of its own, is in WASM_FAILURE_LOG's
+    lines, and moves none of the watched stats (why the log and the rows are the signals)."""
+    port, admin = stack.free_ports(2)
+    (tmp_path / "trap.wasm").write_bytes(trapping_module())
+    (tmp_path / "envoy.yaml").write_text(TRAP_ENVOY.format(port=port, admin=admin, wasm=tmp_path / "trap.wasm"))
+    log = tmp_path / "envoy.log"
+    with log.open("wb") as out:
+        envoy = subprocess.Popen([str(stack.envoy_binary()), "-c", str(tmp_path / "envoy.yaml"), "--concurrency", "1",
+                                  "--disable-hot-restart", "--log-level", "warn"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        settings = {"WIRELENS_ENVOY_ADMIN_PORT": str(admin)}
+        deadline = time.monotonic() + DEADLINE_S
+        while not stack.http_ok(f"http://127.0.0.1:{admin}/ready", "LIVE")():
+            assert envoy.poll() is None, f"Envoy exited: {log.read_text()[-2000:]}"
+            assert time.monotonic() < deadline, f"Envoy not ready after {DEADLINE_S:.0f}s"
+            time.sleep(0.1)  # polling interval under a deadline
+        before = envoy_stats(settings)
+        statuses = [stack.http_get(f"http://127.0.0.1:{port}/")[0] for _ in range(3)]
+        assert statuses == [503, 200, 200], "the trapping call fails, later ones skip the failed filter"
+        assert envoy_stats(settings) == before, "a trap moved a stat"
+        deadline = time.monotonic() + DEADLINE_S
+        while not any(WASM_FAILURE_LOG.search(line) for line in log.read_text().splitlines()):
+            assert time.monotonic() < deadline, f"no wasm failure in Envoy's log: {log.read_text()[-2000:]}"
+            time.sleep(0.1)  # polling interval under a deadline (the log is written asynchronously)
+    finally:
+        envoy.terminate()
+        envoy.wait(timeout=DEADLINE_S)
