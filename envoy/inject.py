@@ -526,8 +526,8 @@ def operation_map(bootstrap: dict, options: Options, report: Report) -> list[dic
         if found:
             descriptor, source = found
     if descriptor is None:
-        report.note("operation map: empty (no --descriptor-set, no grpc_json_transcoder descriptor): gRPC "
-                    "calls are named from their paths, REST calls get no operation")
+        report.note("operation map: empty (no --descriptor-set, no grpc_json_transcoder descriptor): every "
+                    "call is the operation 'unknown', its path kept in url_path")
         return []
     try:
         operations = opmap.opmap(descriptor, options.packages)["operations"]
