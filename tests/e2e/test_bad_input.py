@@ -399,14 +399,15 @@ HELLO_REPLY = bad_inputs.proto_string(1, b"Hello, wirelens")
 
 def good_calls(settings, run_id: str) -> None:
     port = settings["WIRELENS_ENVOY_PORT"]
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/products/1", headers={"x-wirelens-run": run_id})
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/products/1",
+                                     headers={bad_inputs.RUN_HEADER: run_id})
     with urllib.request.urlopen(request, timeout=DEADLINE_S) as response:
         assert response.status == 200
         assert json.loads(response.read())["id"] == 1
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         say_hello = channel.unary_unary(bad_inputs.HELLO)  # raw bytes both ways
         reply, call = say_hello.with_call(bad_inputs.HELLO_MESSAGE, timeout=DEADLINE_S,
-                                          metadata=[("x-wirelens-run", run_id)])
+                                          metadata=[(bad_inputs.RUN_HEADER, run_id)])
         assert call.code() == grpc.StatusCode.OK
         assert reply == HELLO_REPLY
 
