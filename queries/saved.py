@@ -6,7 +6,9 @@
         --param protocol_a=rest --param protocol_b=grpc [--param resamples=200]
 
 Parameters are passed as ClickHouse query parameters ({since:DateTime64(3)}
-and friends in the SQL), never spliced into the text.
+and friends in the SQL), never spliced into the text. The user comes from
+--user or CLICKHOUSE_USER, its password from CLICKHOUSE_PASSWORD (the local
+stack's read-only reporter and its password are in .run/local/credentials.env).
 """
 
 from __future__ import annotations
@@ -58,12 +60,17 @@ class UnreachableError(QueryError):
     """Nothing answered at the ClickHouse URL."""
 
 
-def post(http_url: str, sql: str, params: dict[str, str] | None = None, timeout: float = 60.0) -> str:
-    """Run one statement over ClickHouse's HTTP interface with query parameters; its answer as text."""
+def post(http_url: str, sql: str, params: dict[str, str] | None = None, timeout: float = 60.0,
+         user: str = "", password: str = "") -> str:
+    """Run one statement over ClickHouse's HTTP interface with query parameters; its answer as text.
+
+    Without a user, ClickHouse's default user (the local stack's admin path, loopback only)."""
     query = {f"param_{k}": v for k, v in (params or {}).items()}
     url = f"{http_url.rstrip('/')}/?{urllib.parse.urlencode(query)}"
+    headers = {"X-ClickHouse-User": user, "X-ClickHouse-Key": password} if user else {}
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, data=sql.encode()), timeout=timeout) as response:
+        with urllib.request.urlopen(urllib.request.Request(url, data=sql.encode(), headers=headers),
+                                    timeout=timeout) as response:
             return response.read().decode()
     except urllib.error.HTTPError as exc:
         raise QueryError(f"ClickHouse at {http_url} rejected the query: "
@@ -73,8 +80,8 @@ def post(http_url: str, sql: str, params: dict[str, str] | None = None, timeout:
 
 
 def run(http_url: str, sql: str, params: dict[str, str], fmt: str = "TabSeparatedWithNames",
-        timeout: float = 60.0) -> str:
-    return post(http_url, f"{sql}\nFORMAT {fmt}", params, timeout)
+        timeout: float = 60.0, user: str = "", password: str = "") -> str:
+    return post(http_url, f"{sql}\nFORMAT {fmt}", params, timeout, user, password)
 
 
 def window(since: dt.timedelta, until: dt.datetime | None = None) -> dict[str, str]:
@@ -95,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clickhouse-url", default=os.environ.get(
         "WIRELENS_CLICKHOUSE_URL", f"http://127.0.0.1:{os.environ.get('WIRELENS_CLICKHOUSE_HTTP_PORT', '8123')}"),
         help="ClickHouse HTTP interface (env WIRELENS_CLICKHOUSE_URL)")
+    parser.add_argument("--user", default=os.environ.get("CLICKHOUSE_USER", ""),
+                        help="ClickHouse user (env CLICKHOUSE_USER; its password from CLICKHOUSE_PASSWORD); "
+                             "default: ClickHouse's default user")
     args = parser.parse_args(argv)
     try:
         params = {**window(parse_duration(args.since)), "run_id": args.run_id}
@@ -110,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         missing = [name for name in parameters(sql) if name not in params]
         if missing:
             raise QueryError(f"{args.name} needs " + ", ".join(f"--param {n}=..." for n in missing))
-        sys.stdout.write(run(args.clickhouse_url, sql, params, args.format))
+        sys.stdout.write(run(args.clickhouse_url, sql, params, args.format,
+                             user=args.user, password=os.environ.get("CLICKHOUSE_PASSWORD", "")))
     except QueryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

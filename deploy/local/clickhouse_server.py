@@ -30,7 +30,7 @@ KEEP_ALIVE = (
 
 
 def write_config(run_dir: Path, listen_host: str, tcp_port: int, http_port: int,
-                 extra_config: Path | None = None) -> None:
+                 extra_config: Path | None = None, users_config: Path | None = None) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.xml").write_text(
         "<clickhouse>\n"
@@ -38,6 +38,7 @@ def write_config(run_dir: Path, listen_host: str, tcp_port: int, http_port: int,
         f"  <tcp_port>{tcp_port}</tcp_port>\n"
         f"  <http_port>{http_port}</http_port>\n"
         "  <logger><level>warning</level><console>1</console></logger>\n"
+        + (f"  <users_config>{escape(str(users_config.resolve()))}</users_config>\n" if users_config else "")
         + (extra_settings(extra_config) if extra_config else "")
         + "</clickhouse>\n"
     )
@@ -79,7 +80,8 @@ def supervise(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir).resolve()
     data_dir = Path(args.data_dir).resolve()
     write_config(run_dir, args.listen_host, args.tcp_port, args.http_port,
-                 Path(args.extra_config) if args.extra_config else None)
+                 Path(args.extra_config) if args.extra_config else None,
+                 Path(args.users_config) if args.users_config else None)
 
     stopping = False
     child: subprocess.Popen | None = None
@@ -136,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--extra-config", metavar="XML",
                         help="more server settings: an XML file whose <clickhouse> root's elements are added "
                              "to config.xml (remote_servers, macros, users_config, ...)")
+    parser.add_argument("--users-config", metavar="XML",
+                        help="the users, their passwords and grants: a users.xml, named in config.xml's "
+                             "<users_config> (the engine has no CREATE USER); default: only `default`, no password")
     parser.add_argument("--engine", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.engine:

@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "envoy"))
 sys.path.insert(0, str(ROOT / "queries"))
 sys.path.insert(0, str(ROOT / "queries" / "schema" / "cluster"))
+import clickhouse_users  # noqa: E402  (deploy/local/clickhouse_users.py)
 import cluster_schema  # noqa: E402  (queries/schema/cluster/cluster_schema.py)
 import render as envoy_render  # noqa: E402  (envoy/render.py)
 import saved  # noqa: E402  (queries/saved.py)
@@ -112,6 +113,13 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
     settings["WIRELENS_SAMPLE_RATE"] = environ.get("WIRELENS_SAMPLE_RATE", "1")
     try:
         envoy_render.check_sample_rate(settings["WIRELENS_SAMPLE_RATE"], "WIRELENS_SAMPLE_RATE")
+    except ValueError as exc:
+        raise StackError(str(exc)) from None
+    # How much of a gRPC status message (grpc-message, which can echo user
+    # input) the filter stores: its grpc_message_max_bytes; 0 = never.
+    settings["WIRELENS_GRPC_MESSAGE_BYTES"] = environ.get("WIRELENS_GRPC_MESSAGE_BYTES", "128")
+    try:
+        envoy_render.check_grpc_message_bytes(settings["WIRELENS_GRPC_MESSAGE_BYTES"], "WIRELENS_GRPC_MESSAGE_BYTES")
     except ValueError as exc:
         raise StackError(str(exc)) from None
     # Backpressure caps (README, "Guarantees"): the access-log file with its rotated,
@@ -253,6 +261,7 @@ class Component:
     before_stop: Callable[[dict[str, str]], None] | None = None
     enabled: Callable[[dict[str, str]], bool] = lambda s: True
     cwd: Path = ROOT
+    env: Callable[[dict[str, str]], dict[str, str]] = lambda s: {}  # this component's own environment
 
     def port(self, settings: dict[str, str]) -> int:
         return int(settings[self.ports[0]])
@@ -276,8 +285,33 @@ def _render_envoy(settings: dict[str, str]) -> None:
     access_log.parent.mkdir(parents=True, exist_ok=True)
     rendered = envoy_render.render(settings, wasm, plugin_config, descriptor_set,
                                    access_log=settings["WIRELENS_ACCESS_LOG_SINK"], access_log_path=access_log,
-                                   sample_rate=float(settings["WIRELENS_SAMPLE_RATE"]))
+                                   sample_rate=float(settings["WIRELENS_SAMPLE_RATE"]),
+                                   grpc_message_max_bytes=int(settings["WIRELENS_GRPC_MESSAGE_BYTES"]))
     (state_dir(settings) / "envoy.yaml").write_text(rendered)
+
+
+def users_xml_path(settings: dict[str, str]) -> Path:
+    return state_dir(settings) / "clickhouse" / "users.xml"
+
+
+def _prepare_clickhouse(settings: dict[str, str]) -> None:
+    """The users (clickhouse_users.py), with the passwords made at the first start and kept since."""
+    try:
+        credentials = clickhouse_users.ensure_credentials(state_dir(settings))
+    except ValueError as exc:
+        raise StackError(str(exc)) from None
+    clickhouse_users.write_users_xml(users_xml_path(settings), credentials)
+
+
+def _collector_env(settings: dict[str, str]) -> dict[str, str]:
+    """The writer's name and password, read by collector/config.yaml's ClickHouse exporters
+    (none without this stack's ClickHouse: the config's default user then)."""
+    path = clickhouse_users.credentials_path(state_dir(settings))
+    if not path.exists():
+        return {}
+    credentials = clickhouse_users.read_credentials(path)
+    return {"WIRELENS_CLICKHOUSE_USER": credentials[clickhouse_users.WRITER_USER],
+            "WIRELENS_CLICKHOUSE_PASSWORD": credentials[clickhouse_users.WRITER_PASSWORD]}
 
 
 def _file_sink(settings: dict[str, str]) -> bool:
@@ -374,9 +408,11 @@ COMPONENTS: list[Component] = [
                            "--data-dir", str(state_dir(s) / "clickhouse" / "data"),
                            "--run-dir", str(state_dir(s) / "clickhouse"),
                            "--tcp-port", s["WIRELENS_CLICKHOUSE_TCP_PORT"],
-                           "--http-port", s["WIRELENS_CLICKHOUSE_HTTP_PORT"]],
+                           "--http-port", s["WIRELENS_CLICKHOUSE_HTTP_PORT"],
+                           "--users-config", str(users_xml_path(s))],
         ports=["WIRELENS_CLICKHOUSE_HTTP_PORT", "WIRELENS_CLICKHOUSE_TCP_PORT"],
         ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_CLICKHOUSE_HTTP_PORT']}/ping", "Ok."),
+        prepare=_prepare_clickhouse,
     ),
     Component(
         name="jaeger",
@@ -395,6 +431,7 @@ COMPONENTS: list[Component] = [
                "WIRELENS_COLLECTOR_METRICS_PORT"],
         ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_COLLECTOR_HEALTH_PORT']}/"),
         after_ready=_apply_schema,
+        env=_collector_env,
     ),
     Component(
         name="logship",
@@ -498,7 +535,7 @@ def start(component: Component, settings: dict[str, str]) -> int:
     if log.exists():  # keep the previous run's log, one generation
         log.replace(log.with_suffix(".log.1"))
     pid_path(settings, component.name).parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **settings}
+    env = {**os.environ, **settings, **component.env(settings)}
     with open(log, "wb") as out:
         process = subprocess.Popen(argv, cwd=component.cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
@@ -664,6 +701,10 @@ def status(settings: dict[str, str], log: Callable[[str], None] = print) -> bool
             f"{log_path(settings, component.name)}")
     if foreign:
         log("  (foreign: something not started by this stack answers on the port)")
+    credentials = clickhouse_users.credentials_path(state_dir(settings))
+    if credentials.exists():
+        log(f"  ClickHouse users {clickhouse_users.WRITER} (the Collector) and {clickhouse_users.READER} "
+            f"(read-only: report, saved queries, /play); passwords in {credentials}")
     for line in backpressure_lines(settings):
         log(line)
     return healthy

@@ -17,6 +17,7 @@ import (
 	"time"
 	_ "time/tzdata" // ClickHouse names its time zone; read it even without system zoneinfo
 
+	"github.com/wirelens/wirelens/services/internal/chclient"
 	"github.com/wirelens/wirelens/services/internal/cli"
 	"github.com/wirelens/wirelens/services/internal/report"
 	"github.com/wirelens/wirelens/services/internal/trace"
@@ -51,6 +52,8 @@ Examples:
 
 Environment:
   WIRELENS_CLICKHOUSE_URL  ClickHouse's HTTP interface (default ` + defaultClickHouse + `)
+  CLICKHOUSE_USER          ClickHouse user the report reads as (the local stack's
+  CLICKHOUSE_PASSWORD      reporter and its password: .run/local/credentials.env)
   WIRELENS_JAEGER_URL      Jaeger's query API (default ` + defaultJaeger + `)
   WIRELENS_QUERIES_DIR     the saved queries (default: ../queries next to the binary)
 
@@ -60,7 +63,7 @@ failed, no such run or trace); 2 bad usage.
 
 const reportUsage = `Usage: wirelens report [--run ID | --since DURATION] [--until TIME] [--html FILE]
                        [--format table|tsv] [--source auto|raw|rollup]
-                       [--clickhouse-url URL] [--jaeger-url URL] [--queries DIR]
+                       [--clickhouse-url URL] [--user USER] [--jaeger-url URL] [--queries DIR]
 
 Runs every saved query in the queries directory (*.sql, each opening with a
 "-- Question:" comment) against ClickHouse with the parameters since, until
@@ -280,6 +283,11 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		"ClickHouse's HTTP interface, as a `URL` (env WIRELENS_CLICKHOUSE_URL)")
 	jaegerURL := fs.String("jaeger-url", cli.EnvOr("WIRELENS_JAEGER_URL", defaultJaeger),
 		"Jaeger's `URL`, for the links to the traces (env WIRELENS_JAEGER_URL)")
+	user := fs.String("user", cli.EnvOr("CLICKHOUSE_USER", ""),
+		"ClickHouse `USER` to read as (env CLICKHOUSE_USER; the local stack's read-only reporter is in "+
+			".run/local/credentials.env); default: the URL's user info, else ClickHouse's default user")
+	password := fs.String("password", os.Getenv("CLICKHOUSE_PASSWORD"),
+		"the user's `PASSWORD` (env CLICKHOUSE_PASSWORD, better than the flag, which other users see in ps)")
 	queriesDir := fs.String("queries", defaultQueriesDir(),
 		"the `DIR` of the saved queries, *.sql (env WIRELENS_QUERIES_DIR; else ../queries next to the binary)")
 	timeout := fs.Duration("timeout", 60*time.Second, "time allowed to each query, a `DURATION`")
@@ -311,7 +319,11 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *source != report.SourceAuto && *source != report.SourceRaw && *source != report.SourceRollup {
 		return badUsage(stderr, fs, reportUsage, "--source %q: expected auto, raw or rollup", *source)
 	}
-	ch, err := report.NewClickHouse(*chURL, *timeout)
+	endpoint, err := chclient.WithLogin(*chURL, *user, *password)
+	if err != nil {
+		return badUsage(stderr, fs, reportUsage, "--clickhouse-url: %v", err)
+	}
+	ch, err := report.NewClickHouse(endpoint, *timeout)
 	if err != nil {
 		return badUsage(stderr, fs, reportUsage, "--clickhouse-url: %v", err)
 	}

@@ -58,6 +58,24 @@ func New(endpoint string, timeout time.Duration) (*Client, error) {
 	return &Client{base: u, http: &http.Client{Timeout: timeout}}, nil
 }
 
+// WithLogin returns endpoint with user and password as its user info, the
+// form New reads them in; an empty user leaves endpoint as it is (its own
+// user info, if any, or ClickHouse's default user).
+func WithLogin(endpoint, user, password string) (string, error) {
+	if user == "" {
+		return endpoint, nil
+	}
+	if !strings.Contains(endpoint, "://") {
+		endpoint = "http://" + endpoint
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "", fmt.Errorf("ClickHouse URL %q: %w", endpoint, err)
+	}
+	u.User = url.UserPassword(user, password)
+	return u.String(), nil
+}
+
 // String is the endpoint without credentials or a trailing slash.
 func (c *Client) String() string {
 	u := *c.base

@@ -60,3 +60,30 @@ func TestQueryParamsAuthAndErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestWithLogin(t *testing.T) {
+	for _, tc := range []struct{ endpoint, user, password, want string }{
+		{"http://127.0.0.1:8123", "", "", "http://127.0.0.1:8123"},
+		{"http://a:b@127.0.0.1:8123", "", "", "http://a:b@127.0.0.1:8123"},
+		{"127.0.0.1:8123", "wirelens_reader", "p w/:@", "http://wirelens_reader:p%20w%2F%3A%40@127.0.0.1:8123"},
+		{"http://a:b@127.0.0.1:8123", "r", "s", "http://r:s@127.0.0.1:8123"},
+	} {
+		got, err := WithLogin(tc.endpoint, tc.user, tc.password)
+		if err != nil || got != tc.want {
+			t.Errorf("WithLogin(%q, %q, %q) = %q, %v; want %q", tc.endpoint, tc.user, tc.password, got, err, tc.want)
+		}
+		if tc.user == "" {
+			continue
+		}
+		c, err := New(got, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pw, _ := c.base.User.Password(); c.base.User.Username() != tc.user || pw != tc.password {
+			t.Errorf("New(%q) logs in as %q/%q, want %q/%q", got, c.base.User.Username(), pw, tc.user, tc.password)
+		}
+	}
+	if _, err := WithLogin("http://[::1", "u", "p"); err == nil {
+		t.Error("WithLogin accepted a broken URL")
+	}
+}
