@@ -89,7 +89,10 @@ ACCESS_LOG_SINKS = ("otlp", "file")
 ACCESS_LOG_RESOURCE = {"service.name": "wirelens-envoy"}
 FILE_SINK_RESOURCE = {**ACCESS_LOG_RESOURCE, "log_name": "wirelens", "node_name": "wirelens-local",
                       "cluster_name": "wirelens"}
-ACCESS_LOG_BODY = "%REQ(:METHOD)% %REQ(:PATH)% %PROTOCOL% %RESPONSE_CODE%"
+# No path: its query string and its segments (/v1/people/{email}) can carry
+# user data, and wirelens stores no header value or body byte (README,
+# "Guarantees"); the call's operation comes from the filter's record.
+ACCESS_LOG_BODY = "%REQ(:METHOD)% %PROTOCOL% %RESPONSE_CODE%"
 
 # True for a call whose record the filter published. CEL sees filter state as
 # a map from name to the object's serialized bytes; the filter's set_property
@@ -273,15 +276,30 @@ def check_sample_rate(value: str | float, name: str = "sample rate") -> float:
     return rate
 
 
+# The most of a grpc-message the filter keeps (its grpc_message_max_bytes: 0..1024).
+GRPC_MESSAGE_BYTES_MAX = 1024
+
+
+def check_grpc_message_bytes(value: str | int, name: str = "grpc-message bytes") -> int:
+    """The filter's grpc_message_max_bytes (0 = never publish), or ValueError naming where it came from."""
+    text = str(value).strip()
+    if not text.isdigit() or int(text) > GRPC_MESSAGE_BYTES_MAX:
+        raise ValueError(f"{name}={value!r}: expected a whole number of bytes in [0, {GRPC_MESSAGE_BYTES_MAX}] "
+                         "(0: the grpc-message is never stored)")
+    return int(text)
+
+
 def render(ports: dict[str, str], filter_wasm: Path, plugin_config: str, descriptor_set: Path,
            access_log: str = "otlp", access_log_path: str | Path | None = None,
-           web_dir: Path = WEB_DIR, sample_rate: float | None = None) -> str:
+           web_dir: Path = WEB_DIR, sample_rate: float | None = None,
+           grpc_message_max_bytes: int | None = None) -> str:
     """The Envoy config; plugin_config is the filter's JSON (build/opmap.json).
 
     access_log picks the access-log sink (ACCESS_LOG_SINKS); `file` needs
     access_log_path, the JSON-lines file logship tails. sample_rate, if
     given, replaces the plugin configuration's; below 1 the access log keeps
-    only recorded calls (module docstring, "Sampling").
+    only recorded calls (module docstring, "Sampling"). grpc_message_max_bytes,
+    if given, is how much of a grpc-message the filter publishes (0: none).
     """
     missing = [name for name in PORT_VARIABLES if not ports.get(name)]
     if missing:
@@ -292,7 +310,9 @@ def render(ports: dict[str, str], filter_wasm: Path, plugin_config: str, descrip
     config = json.loads(plugin_config)
     if sample_rate is not None:
         config["sample_rate"] = check_sample_rate(sample_rate)
-        plugin_config = json.dumps(config, separators=(",", ":"))
+    if grpc_message_max_bytes is not None:
+        config["grpc_message_max_bytes"] = check_grpc_message_bytes(grpc_message_max_bytes)
+    plugin_config = json.dumps(config, separators=(",", ":"))
     services = sorted({op["rpc_service"] for op in config.get("operations", []) if op.get("rpc_service")})
     transcoded_config = json.dumps({**config, "rest_transcoded": True}, separators=(",", ":"))
     template = string.Template((HERE / "envoy.yaml.tmpl").read_text())
@@ -328,18 +348,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-rate", metavar="R",
                         help="share of calls the filter records, 0..1 (default: the plugin configuration's, else 1); "
                              "below 1 the access log keeps only recorded calls")
+    parser.add_argument("--grpc-message-bytes", metavar="N",
+                        help="most bytes of a grpc-message the filter stores, 0..1024; 0: never "
+                             "(default: the plugin configuration's, else 128)")
     parser.add_argument("-o", "--output", help="write here instead of stdout")
     args = parser.parse_args(argv)
     plugin_config = Path(args.plugin_config).read_text()
     json.loads(plugin_config)  # fail here, with the file name, rather than inside Envoy
     try:
         sample_rate = None if args.sample_rate is None else check_sample_rate(args.sample_rate, "--sample-rate")
+        grpc_message_bytes = None if args.grpc_message_bytes is None else \
+            check_grpc_message_bytes(args.grpc_message_bytes, "--grpc-message-bytes")
     except ValueError as exc:
         parser.error(str(exc))
     rendered = render(dict(os.environ), Path(args.wasm).resolve(), plugin_config,
                       Path(args.descriptor_set).resolve(), access_log=args.access_log,
                       access_log_path=args.access_log_path and Path(args.access_log_path).resolve(),
-                      sample_rate=sample_rate)
+                      sample_rate=sample_rate, grpc_message_max_bytes=grpc_message_bytes)
     if args.output:
         Path(args.output).write_text(rendered)
     else:
