@@ -82,6 +82,7 @@ class Options:
     service_name: str = "wirelens-envoy"
     trace_sampling: float = 100.0
     sample_rate: float | None = None
+    grpc_message_bytes: int | None = None  # the filter's grpc_message_max_bytes; None: its default (128)
     descriptor_set: bytes | None = None
     descriptor_source: str = ""
     packages: tuple[str, ...] | None = None
@@ -321,6 +322,8 @@ def plugin_config(options: Options, operations: list[dict], transcoded: bool) ->
     config: dict[str, Any] = {"operations": operations}
     if options.sample_rate is not None:
         config["sample_rate"] = options.sample_rate
+    if options.grpc_message_bytes is not None:
+        config["grpc_message_max_bytes"] = options.grpc_message_bytes
     if transcoded:
         config["rest_transcoded"] = True
     return json.dumps(config, separators=(",", ":"))
@@ -648,6 +651,10 @@ def update_ecds(directory: Path, options: Options, new_wasm: bool) -> tuple[Repo
             if render.sampled({"sample_rate": options.sample_rate}) != render.sampled(current):
                 sampling_changed = True
             current["sample_rate"] = options.sample_rate
+        if options.grpc_message_bytes is not None:
+            changes.append(f"grpc_message_max_bytes {current.get('grpc_message_max_bytes', 128)} -> "
+                           f"{options.grpc_message_bytes}")
+            current["grpc_message_max_bytes"] = options.grpc_message_bytes
         if new_wasm:
             new_code = ecds_wasm_path(directory, options.wasm)
             changes.append(f"module {code.name} -> {new_code.name}")
@@ -671,6 +678,13 @@ def _collector(value: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise argparse.ArgumentTypeError(f"{value!r}: expected HOST:PORT of the Collector's OTLP/gRPC receiver")
     return host.strip("[]"), int(port)
+
+
+def _grpc_message_bytes(value: str) -> int:
+    try:
+        return render.check_grpc_message_bytes(value, "--grpc-message-bytes")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _rate(value: str) -> float:
@@ -706,6 +720,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only services of PKG and its sub-packages (repeatable; default: all but google.*, grpc.*)")
     scope.add_argument("--all-packages", action="store_true", help=argparse.SUPPRESS)
     what.add_argument("--sample-rate", type=_rate, metavar="R", help="share of calls recorded, 0..1 (default 1)")
+    what.add_argument("--grpc-message-bytes", type=_grpc_message_bytes, metavar="N",
+                      help="most bytes of a grpc-message (which can echo client input) stored, 0..1024; "
+                           "0: never (default 128)")
     what.add_argument("--wasm", metavar="FILE",
                       help=f"the filter's .wasm (default: {default_wasm}; with --update-ecds: keep the module)")
     where = parser.add_argument_group("where the record goes")
@@ -743,6 +760,7 @@ def options_from(args: argparse.Namespace) -> Options:
         access_log=args.access_log,
         access_log_path=str(Path(args.access_log_path).resolve()) if args.access_log_path else None,
         service_name=args.service_name, trace_sampling=args.trace_sampling, sample_rate=args.sample_rate,
+        grpc_message_bytes=args.grpc_message_bytes,
         packages=None if not args.package else tuple(args.package), listeners=tuple(args.listener),
         ecds_dir=Path(args.ecds_dir).resolve() if args.ecds_dir else None, ecds_ads=args.ecds_ads)
     if args.descriptor_set:

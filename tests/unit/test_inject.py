@@ -332,3 +332,24 @@ def test_a_wirelens_filter_added_by_hand_is_not_doubled(tmp_path, wasm, capsys):
     _, out, _ = run([str(source), "--wasm", str(wasm)], capsys)
     names = [f["name"] for f in hcm_of(json.loads(out))["http_filters"]]
     assert names == ["wirelens", "envoy.filters.http.rbac", "envoy.filters.http.grpc_web", "envoy.filters.http.router"]
+
+
+def test_grpc_message_bytes_reaches_the_plugin_configuration(tmp_path, wasm, capsys):
+    source = tmp_path / "envoy.yaml"
+    source.write_text(FRONT_PROXY)
+    ecds = tmp_path / "ecds"
+    code, _, err = run([str(source), "--wasm", str(wasm), "--ecds-dir", str(ecds), "--grpc-message-bytes", "0"],
+                       capsys)
+    assert code == 0, err
+
+    def plugin() -> dict:
+        (resource,) = json.loads((ecds / "wirelens.json").read_text())["resources"]
+        return json.loads(resource["typed_config"]["config"]["configuration"]["value"])
+
+    assert plugin()["grpc_message_max_bytes"] == 0
+    code, _, err = run(["--update-ecds", "--ecds-dir", str(ecds), "--grpc-message-bytes", "64"], capsys)
+    assert code == 0 and "grpc_message_max_bytes 0 -> 64" in err, err
+    assert plugin()["grpc_message_max_bytes"] == 64
+    with pytest.raises(SystemExit):
+        run([str(source), "--wasm", str(wasm), "--grpc-message-bytes", "1025"], capsys)
+    assert "--grpc-message-bytes='1025': expected a whole number of bytes in [0, 1024]" in capsys.readouterr().err
