@@ -128,7 +128,7 @@ up: bootstrap ## start the local stack (ports: deploy/local/ports.env)
 down: ## stop what `make up` started
 	@if [[ -x $(PY) ]]; then $(STACK) down; else echo "nothing to stop (no .venv)"; fi
 
-status: ## each component: pid, port, health
+status: ## each component: pid, port, health; drop counters; where the ClickHouse passwords are
 	@$(STACK) status
 
 GATEWAY := $(PY) deploy/envoy-gateway/gateway.py

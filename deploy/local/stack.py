@@ -15,7 +15,10 @@ the Collector), the REST and gRPC services, Envoy with the wirelens filter,
 procmetrics (CPU and memory of every component, as OTLP metrics). Ports come
 from deploy/local/ports.env, overridden by environment variables of the same
 names. State (pid files, logs, data, Envoy's access-log file and logship's
-checkpoint) lives in $WIRELENS_STATE_DIR (default: .run/local).
+checkpoint) lives in $WIRELENS_STATE_DIR (default: .run/local), with
+credentials.env (0600): the passwords of ClickHouse's writer (the Collector)
+and read-only reporter, made at the first start (clickhouse_users.py).
+Every listener binds 127.0.0.1.
 """
 
 from __future__ import annotations
