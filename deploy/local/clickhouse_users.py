@@ -82,11 +82,6 @@ def read_credentials(path: Path) -> dict[str, str]:
     return values
 
 
-def masked(password: str) -> str:
-    """A password as logs may show it: its first two characters."""
-    return password[:2] + "…"
-
-
 def users_xml(credentials: dict[str, str]) -> str:
     """users.xml for the engine: the profiles, default on loopback, the writer and the reader with their grants."""
 
