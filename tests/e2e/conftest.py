@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,13 +20,32 @@ ARTIFACTS = ROOT / "test-artifacts"
 free_ports = stack.free_ports
 
 
-@pytest.fixture(scope="session")
-def local_stack(tmp_path_factory):
+def poll(what: str, fetch, done, timeout_s: float = 60.0, interval_s: float = 0.25):
+    """Call fetch() until done(value); on timeout fail naming what was missing and the last value."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = fetch()
+        if done(value):
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}; last seen: {value!r}")
+        time.sleep(interval_s)  # polling interval under a deadline
+
+
+def rows(settings, sql: str) -> list[list[str]]:
+    """A query's result as TSV rows of strings."""
+    out = stack.clickhouse_query(settings, sql + " FORMAT TSV")
+    return [line.split("\t") for line in out.splitlines() if line]
+
+
+@contextlib.contextmanager
+def stack_on_free_ports(state_dir: Path, artifact_prefix: str, **overrides: str):
+    """A local stack of its own on free ports in state_dir, with settings overridden;
+    always torn down, its component logs kept in test-artifacts/<artifact_prefix>-*.log."""
     defaults = stack.load_settings({})
     port_names = [name for name in defaults if name.endswith("_PORT")]
     environ = dict(zip(port_names, map(str, free_ports(len(port_names)))))
-    environ["WIRELENS_STATE_DIR"] = str(tmp_path_factory.mktemp("stack"))
-    environ["WIRELENS_ENVOY_CONCURRENCY"] = "1"
+    environ.update(WIRELENS_STATE_DIR=str(state_dir), WIRELENS_ENVOY_CONCURRENCY="1", **overrides)
     settings = stack.load_settings(environ)
     lines: list[str] = []
     try:
@@ -36,6 +57,12 @@ def local_stack(tmp_path_factory):
         ARTIFACTS.mkdir(exist_ok=True)
         logs = Path(settings["WIRELENS_STATE_DIR"]) / "logs"
         for log in logs.glob("*.log") if logs.exists() else []:
-            (ARTIFACTS / f"e2e-{log.name}").write_bytes(log.read_bytes())
+            (ARTIFACTS / f"{artifact_prefix}-{log.name}").write_bytes(log.read_bytes())
         print("\n".join(lines), file=sys.stderr)
-        os.environ.pop("WIRELENS_STATE_DIR", None)
+
+
+@pytest.fixture(scope="session")
+def local_stack(tmp_path_factory):
+    with stack_on_free_ports(tmp_path_factory.mktemp("stack"), "e2e") as settings:
+        yield settings
+    os.environ.pop("WIRELENS_STATE_DIR", None)

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ARTIFACTS, ROOT, free_ports, stack
-from test_zero_loss import SteadyTraffic, counts, rows
+from conftest import ROOT, rows, stack, stack_on_free_ports
+from test_zero_loss import SteadyTraffic, counts
 
 ROTATE_BYTES = 32 << 10
 MAX_BYTES = 128 << 10
@@ -40,23 +40,11 @@ DEADLINE_S = 150.0
 
 @pytest.fixture(scope="module")
 def capped_stack(tmp_path_factory):
-    defaults = stack.load_settings({})
-    port_names = [name for name in defaults if name.endswith("_PORT")]
-    environ = dict(zip(port_names, map(str, free_ports(len(port_names)))))
-    environ.update(WIRELENS_STATE_DIR=str(tmp_path_factory.mktemp("backpressure")), WIRELENS_ENVOY_CONCURRENCY="1",
-                   WIRELENS_ACCESS_LOG_ROTATE_BYTES=str(ROTATE_BYTES), WIRELENS_ACCESS_LOG_MAX_BYTES=str(MAX_BYTES),
-                   WIRELENS_COLLECTOR_QUEUE_BYTES=str(QUEUE_BYTES))
-    settings = stack.load_settings(environ)
-    lines: list[str] = []
-    try:
-        stack.up(settings, log=lines.append)
+    with stack_on_free_ports(tmp_path_factory.mktemp("backpressure"), "e2e-backpressure",
+                             WIRELENS_ACCESS_LOG_ROTATE_BYTES=str(ROTATE_BYTES),
+                             WIRELENS_ACCESS_LOG_MAX_BYTES=str(MAX_BYTES),
+                             WIRELENS_COLLECTOR_QUEUE_BYTES=str(QUEUE_BYTES)) as settings:
         yield settings
-    finally:
-        stack.down(settings, log=lines.append)
-        ARTIFACTS.mkdir(exist_ok=True)
-        logs = Path(settings["WIRELENS_STATE_DIR"]) / "logs"
-        for log in logs.glob("*.log") if logs.exists() else []:
-            (ARTIFACTS / f"e2e-backpressure-{log.name}").write_bytes(log.read_bytes())
 
 
 def access_log_bytes(settings) -> int:

@@ -13,13 +13,12 @@ import collections
 import json
 import shutil
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from conftest import ARTIFACTS, ROOT, stack
+from conftest import ARTIFACTS, ROOT, poll, rows, stack
 
 CHROMIUM = Path("/usr/bin/chromium")
 WEB_SRC = ROOT / "services" / "web"
@@ -28,23 +27,6 @@ SCREENSHOT = ARTIFACTS / "browser.png"
 PAGE_DEADLINE_S = 60
 CLICKHOUSE_DEADLINE_S = 60
 PROTOCOLS = ("rest", "grpc-web", "grpc-web-text")
-
-
-def poll(what: str, fetch, done, timeout_s: float, interval_s: float = 0.25):
-    """Call fetch() until done(value); on timeout fail naming what was missing and the last value."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = fetch()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}; last seen: {value!r}")
-        time.sleep(interval_s)  # polling interval under a deadline
-
-
-def rows(settings, sql: str) -> list[list[str]]:
-    out = stack.clickhouse_query(settings, sql + " FORMAT TSV")
-    return [line.split("\t") for line in out.splitlines() if line]
 
 
 def check_prerequisites() -> str:

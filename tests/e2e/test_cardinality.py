@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ARTIFACTS, ROOT, free_ports, stack
+from conftest import ARTIFACTS, ROOT, rows, stack, stack_on_free_ports
 
 PATHFLOOD = ROOT / "bin" / "pathflood"
 WIRELENS = ROOT / "bin" / "wirelens"
@@ -60,26 +60,8 @@ INGEST_DEADLINE_S = 300.0
 
 @pytest.fixture(scope="module")
 def flood_stack(tmp_path_factory):
-    defaults = stack.load_settings({})
-    port_names = [name for name in defaults if name.endswith("_PORT")]
-    environ = dict(zip(port_names, map(str, free_ports(len(port_names)))))
-    environ.update(WIRELENS_STATE_DIR=str(tmp_path_factory.mktemp("cardinality")), WIRELENS_ENVOY_CONCURRENCY="1")
-    settings = stack.load_settings(environ)
-    lines: list[str] = []
-    try:
-        stack.up(settings, log=lines.append)
+    with stack_on_free_ports(tmp_path_factory.mktemp("cardinality"), "e2e-cardinality") as settings:
         yield settings
-    finally:
-        stack.down(settings, log=lines.append)
-        ARTIFACTS.mkdir(exist_ok=True)
-        logs = Path(settings["WIRELENS_STATE_DIR"]) / "logs"
-        for log in logs.glob("*.log") if logs.exists() else []:
-            (ARTIFACTS / f"e2e-cardinality-{log.name}").write_bytes(log.read_bytes())
-
-
-def query(settings, sql: str) -> list[list[str]]:
-    out = stack.clickhouse_query(settings, sql + " FORMAT TSV")
-    return [line.split("\t") for line in out.splitlines() if line]
 
 
 def tool(path: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
@@ -103,11 +85,11 @@ def flood(flood_stack):
     deadline = time.monotonic() + INGEST_DEADLINE_S
     where = f"run_id = '{run_id}'"
     while True:
-        (rows,), = query(settings, f"SELECT uniqExact(request_id) FROM wirelens.requests WHERE {where}")
-        if int(rows) >= CALLS:
+        (recorded,), = rows(settings, f"SELECT uniqExact(request_id) FROM wirelens.requests WHERE {where}")
+        if int(recorded) >= CALLS:
             break
         if time.monotonic() > deadline:
-            pytest.fail(f"after {INGEST_DEADLINE_S:.0f}s, {rows} of the {CALLS} calls of run {run_id} are rows "
+            pytest.fail(f"after {INGEST_DEADLINE_S:.0f}s, {recorded} of the {CALLS} calls of run {run_id} are rows "
                         f"in wirelens.requests (logship progress: {stack.logship_progress(settings)})")
         time.sleep(1.0)  # polling interval under a deadline
     ingested_s = time.monotonic() - started
@@ -117,10 +99,10 @@ def flood(flood_stack):
 
 
 def test_every_call_is_one_row(flood):
-    (total, distinct), = query(flood["settings"], "SELECT count(), uniqExact(request_id) FROM wirelens.requests "
+    (total, distinct), = rows(flood["settings"], "SELECT count(), uniqExact(request_id) FROM wirelens.requests "
                                                   f"FINAL WHERE {flood['where']}")
     assert (int(total), int(distinct)) == (CALLS, CALLS)
-    by_protocol = dict(query(flood["settings"], "SELECT protocol, count() FROM wirelens.requests FINAL "
+    by_protocol = dict(rows(flood["settings"], "SELECT protocol, count() FROM wirelens.requests FINAL "
                                                 f"WHERE {flood['where']} GROUP BY protocol"))
     summary = flood["summary"]
     assert by_protocol == {"rest": str(summary["rest"]), "grpc": str(summary["grpc"])}
@@ -128,7 +110,7 @@ def test_every_call_is_one_row(flood):
 
 def test_dimensions_stay_bounded(flood):
     map_size = len(json.loads(OPMAP.read_text())["operations"])
-    (operations, services, methods, streaming, routes, http_methods, protocols), = query(
+    (operations, services, methods, streaming, routes, http_methods, protocols), = rows(
         flood["settings"],
         "SELECT groupUniqArray(operation), groupUniqArray(rpc_service), groupUniqArray(rpc_method), "
         "groupUniqArray(streaming), groupUniqArray(http_route), groupUniqArray(http_method), "
@@ -142,14 +124,14 @@ def test_dimensions_stay_bounded(flood):
     assert set(json.loads(http_methods.replace("'", '"'))) <= STANDARD_METHODS
     # Exactly: pathflood's methods, PURGE (not an OpenTelemetry method) as _OTHER.
     sent = {("_OTHER" if m == "PURGE" else m): n for m, n in flood["summary"]["methods"].items()}
-    recorded = {m: int(n) for m, n in query(flood["settings"], "SELECT http_method, count() FROM wirelens.requests "
+    recorded = {m: int(n) for m, n in rows(flood["settings"], "SELECT http_method, count() FROM wirelens.requests "
                                                                f"FINAL WHERE {flood['where']} GROUP BY http_method")}
     assert recorded == sent and "_OTHER" in recorded, (recorded, sent)
     assert set(json.loads(protocols.replace("'", '"'))) <= PROTOCOLS
 
 
 def test_url_path_is_bounded(flood):
-    (longest, empty, at_cap), = query(
+    (longest, empty, at_cap), = rows(
         flood["settings"], f"SELECT max(length(url_path)), countIf(url_path = ''), countIf(length(url_path) = "
                            f"{URL_PATH_MAX}) FROM wirelens.requests FINAL WHERE {flood['where']}")
     assert int(longest) <= URL_PATH_MAX

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ARTIFACTS, ROOT, free_ports, stack
-from test_zero_loss import SteadyTraffic, counts, rows, wait_for
+from conftest import ARTIFACTS, ROOT, free_ports, rows, stack
+from test_zero_loss import SteadyTraffic, counts, wait_for
 
 sys.path.insert(0, str(ROOT / "collector"))
 import tier as collector_tier  # noqa: E402  (collector/tier.py)

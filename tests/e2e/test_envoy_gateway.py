@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from conftest import ARTIFACTS, ROOT, free_ports, stack
+from conftest import ARTIFACTS, ROOT, free_ports, poll, rows, stack
 from test_inject import call, check_rows_and_spans
-from test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REPLY, counts_by_protocol, poll, rows, traceparent
+from test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REPLY, counts_by_protocol, traceparent
 
 sys.path.insert(0, str(ROOT / "deploy" / "envoy-gateway"))
 import gateway  # noqa: E402  (deploy/envoy-gateway/gateway.py)

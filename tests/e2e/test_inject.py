@@ -34,8 +34,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from conftest import ROOT, free_ports, stack
-from test_local_stack import HELLO_REQUEST, REST_REQUEST, grpc_frame, poll, rows, traceparent, varint
+from conftest import ROOT, free_ports, poll, rows, stack
+from test_local_stack import HELLO_REQUEST, REST_REQUEST, grpc_frame, traceparent, varint
 
 USER_CONFIGS = ROOT / "tests" / "e2e" / "user_configs"
 CASES = json.loads((USER_CONFIGS / "cases.json").read_text())

@@ -12,7 +12,6 @@ import http.client
 import json
 import secrets
 import subprocess
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -20,28 +19,11 @@ import uuid
 import grpc
 import pytest
 
-from conftest import ROOT, stack
+from conftest import ROOT, poll, rows, stack
 
 N_CALLS = 40
 PROTOCOLS = ("rest", "grpc", "grpc-web")
 NAME = "wirelens"
-
-
-def poll(what: str, fetch, done, timeout_s: float = 60.0, interval_s: float = 0.25):
-    """Call fetch() until done(value); on timeout fail naming what was missing and the last value."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = fetch()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}; last seen: {value!r}")
-        time.sleep(interval_s)  # polling interval under a deadline
-
-
-def rows(settings, sql: str) -> list[list[str]]:
-    out = stack.clickhouse_query(settings, sql + " FORMAT TSV")
-    return [line.split("\t") for line in out.splitlines() if line]
 
 
 def counts_by_protocol(settings, run_id: str) -> dict[str, int]:

@@ -11,19 +11,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import uuid
 
-import pytest
 
-from conftest import ROOT, stack
+from conftest import ROOT, poll, rows, stack
 
 SERVICES = ("envoy", "rest-service", "grpc-service", "collector")
-
-
-def rows(settings, sql: str) -> list[list[str]]:
-    out = stack.clickhouse_query(settings, sql + " FORMAT TSV")
-    return [line.split("\t") for line in out.splitlines() if line]
 
 
 def cpu_points(settings, service: str, pid: int, state: str = "user") -> list[tuple[str, float]]:
@@ -37,17 +30,6 @@ def cpu_points(settings, service: str, pid: int, state: str = "user") -> list[tu
                   f"WHERE MetricName = 'process.cpu.time' AND ServiceName = '{service}' "
                   f"AND ResourceAttributes['process.pid'] = '{pid}' AND Attributes['state'] = '{state}' "
                   "ORDER BY TimeUnix, Value")]
-
-
-def poll(what: str, fetch, done, timeout_s: float = 60.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = fetch()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}; last seen: {value!r}")
-        time.sleep(0.5)  # polling interval under a deadline
 
 
 def test_cpu_time_of_envoy_and_grpc_service_grows_with_traffic(local_stack):

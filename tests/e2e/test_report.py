@@ -19,7 +19,6 @@ import re
 import socket
 import struct
 import subprocess
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ARTIFACTS, ROOT, stack
+from conftest import ARTIFACTS, ROOT, poll, stack
 
 WIRELENS = ROOT / "bin" / "wirelens"
 LOADGEN = ROOT / "bin" / "loadgen"
@@ -54,18 +53,6 @@ OPERATIONS = sorted({op for op, _ in EXPECTED})
 
 # Series colors of the charts (services/internal/report/chart.go), as RGB.
 PROTOCOL_RGB = {"grpc": (0x4E, 0x79, 0xA7), "grpc-web": (0x59, 0xA1, 0x4F), "rest": (0xF2, 0x8E, 0x2B)}
-
-
-def poll(what: str, fetch, done, timeout_s: float = DEADLINE_S, interval_s: float = 0.25):
-    """Call fetch() until done(value); on timeout fail naming what was missing and the last value."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = fetch()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}; last seen: {value!r}")
-        time.sleep(interval_s)  # polling interval under a deadline
 
 
 def counts_by_operation_protocol(settings, run_id: str) -> dict[tuple[str, str], int]:
@@ -203,7 +190,7 @@ def report_run(local_stack, tmp_path_factory):
         trace_ids[(op, proto)] = [line.split("\t")[1] for line in ids.read_text().splitlines() if line]
         assert len(trace_ids[(op, proto)]) == n
     poll(f"the rows of run {run_id}: {EXPECTED}", lambda: counts_by_operation_protocol(settings, run_id),
-         lambda seen: all(seen.get(k, 0) >= n for k, n in EXPECTED.items()))
+         lambda seen: all(seen.get(k, 0) >= n for k, n in EXPECTED.items()), timeout_s=DEADLINE_S)
     assert counts_by_operation_protocol(settings, run_id) == EXPECTED
     return {"settings": settings, "run_id": run_id, "trace_ids": trace_ids}
 
@@ -355,7 +342,7 @@ def jaeger_has(jaeger: str, trace_id: str) -> bool:
 def test_trace_command_prints_the_span_with_its_protocol(report_run):
     _, jaeger = urls(report_run["settings"])
     trace_id = report_run["trace_ids"][("hello.SayHello", "grpc-web")][0]
-    poll(f"trace {trace_id} in Jaeger at {jaeger}", lambda: jaeger_has(jaeger, trace_id), bool)
+    poll(f"trace {trace_id} in Jaeger at {jaeger}", lambda: jaeger_has(jaeger, trace_id), bool, timeout_s=DEADLINE_S)
     result = wirelens("trace", trace_id, "--jaeger-url", jaeger)
     assert result.returncode == 0, result.stderr
     out = result.stdout

@@ -39,7 +39,7 @@ from collections import Counter, defaultdict
 import grpc
 import pytest
 
-from conftest import ROOT, stack
+from conftest import ROOT, poll, rows, stack
 
 import saved  # noqa: E402  (queries/saved.py, on sys.path through stack)
 
@@ -122,21 +122,6 @@ def shipped(settings) -> int:
     progress = stack.logship_progress(settings)
     assert progress is not None, "logship does not answer on /progress"
     return int(progress["records_shipped"])
-
-
-def poll(what: str, fetch, done, timeout_s: float = DEADLINE_S):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = fetch()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}; last seen: {value!r}")
-        time.sleep(0.1)  # polling interval under a deadline
-
-
-def rows(settings, sql: str) -> list[list[str]]:
-    return [line.split("\t") for line in stack.clickhouse_query(settings, sql + " FORMAT TSV").splitlines() if line]
 
 
 @pytest.fixture()
@@ -227,14 +212,15 @@ def test_a_known_mix_at_rate_0_1_weighs_back_to_the_truth(sampled_envoy):
     # Known points, in pipeline order: Envoy finished every stream (so it has logged it) and
     # wrote its buffer; logship shipped the file; the Collector exported what logship shipped.
     poll("Envoy to complete every request", lambda: envoy_stat(settings, "http.wirelens_ingress.downstream_rq_completed"),
-         lambda n: n is not None and n >= total)
+         lambda n: n is not None and n >= total, timeout_s=DEADLINE_S, interval_s=0.1)
     poll("Envoy's access-log buffer to be written", lambda: envoy_stat(settings, "filesystem.write_total_buffered"),
-         lambda n: n == 0)
+         lambda n: n == 0, timeout_s=DEADLINE_S, interval_s=0.1)
     poll("logship to ship the whole file", lambda: stack.logship_progress(settings),
-         lambda p: p is not None and p["pending_bytes"] == 0)
+         lambda p: p is not None and p["pending_bytes"] == 0, timeout_s=DEADLINE_S, interval_s=0.1)
     lines = shipped(settings) - shipped_before
     poll(f"the Collector to write the {lines} records logship shipped",
-         lambda: collector_sent_logs(settings) - exported_before, lambda n: n >= lines)
+         lambda: collector_sent_logs(settings) - exported_before, lambda n: n >= lines,
+         timeout_s=DEADLINE_S, interval_s=0.1)
     drained_s = time.monotonic() - t0 - sent_s
 
     # Only sampled calls left Envoy: each shipped line is a recorded call of the run.

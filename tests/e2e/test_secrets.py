@@ -19,7 +19,6 @@ import base64
 import http.client
 import json
 import secrets
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -27,21 +26,9 @@ import uuid
 import grpc
 import pytest
 
-from conftest import stack
+from conftest import poll, rows, stack
 
 SYSTEM_DATABASES = ("system", "INFORMATION_SCHEMA", "information_schema")
-
-
-def poll(what: str, fetch, done, timeout_s: float = 90.0, interval_s: float = 0.5):
-    """Call fetch() until done(value); on timeout fail naming what was missing and the last value."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = fetch()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}; last seen: {value!r}")
-        time.sleep(interval_s)  # polling interval under a deadline
 
 
 def secret(kind: str) -> str:
@@ -116,10 +103,6 @@ class Calls:
             return grpc.StatusCode.OK
 
 
-def rows(settings, sql: str) -> list[list[str]]:
-    return [line.split("\t") for line in stack.clickhouse_query(settings, sql + " FORMAT TSV").splitlines() if line]
-
-
 def stored_tables(settings) -> list[str]:
     """Every table that holds rows, in every database but ClickHouse's own (views hold none of their own)."""
     return [f"{db}.{name}" for db, name in rows(
@@ -165,7 +148,7 @@ def wait_for_spans(settings, trace_ids: list[str]) -> None:
     poll(f"the spans of {len(trace_ids)} traces in otel.otel_traces",
          lambda: sorted(set(trace_ids) - {t for (t,) in rows(
              settings, f"SELECT DISTINCT TraceId FROM otel.otel_traces WHERE TraceId IN {trace_list}")}),
-         lambda missing: not missing)
+         lambda missing: not missing, timeout_s=90.0, interval_s=0.5)
 
 
 def restart_envoy(settings: dict[str, str]) -> None:
@@ -235,11 +218,11 @@ def secrets_run(local_stack):
     expected_rows = len(statuses) + len(grpc_message_ids)
     poll(f"{expected_rows} rows of run {run_id} in wirelens.requests",
          lambda: rows(settings, f"SELECT count() FROM wirelens.requests FINAL WHERE run_id = '{run_id}'"),
-         lambda value: value == [[str(expected_rows)]])
+         lambda value: value == [[str(expected_rows)]], timeout_s=90.0, interval_s=0.5)
     jaeger = {}
     for trace_id in calls.trace_ids:
         jaeger[trace_id] = poll(f"trace {trace_id} in Jaeger", lambda: jaeger_trace_json(settings, trace_id),
-                                lambda text: text is not None)
+                                lambda text: text is not None, timeout_s=90.0, interval_s=0.5)
     grpc_message_secrets = {f"grpcmessage{cut}": str(value) for cut, value in grpc_message_ids.items()}
     return {"run_id": run_id, "secrets": {**header_secrets, **body_secrets, **grpc_message_secrets},
             "jaeger": jaeger, "grpc_message_ids": grpc_message_ids}

@@ -37,7 +37,7 @@ import grpc
 import pytest
 from ruamel.yaml import YAML
 
-from conftest import ROOT, stack
+from conftest import ROOT, rows, stack
 
 sys.path.insert(0, str(ROOT / "envoy"))
 import render  # noqa: E402
@@ -48,11 +48,6 @@ DRAIN_DEADLINE_S = 150.0
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-def rows(settings, sql: str) -> list[list[str]]:
-    out = stack.clickhouse_query(settings, sql + " FORMAT TSV")
-    return [line.split("\t") for line in out.splitlines() if line]
 
 
 class SteadyTraffic:
