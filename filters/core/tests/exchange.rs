@@ -526,9 +526,9 @@ fn golden_grpc_web_text() {
 
 // ------------------------------------------------------ publishing contract
 
-#[test]
-fn record_json_reuses_its_buffer() {
-    let call = Exchange {
+/// A known unary gRPC call without bodies, answered with status 0.
+fn bodiless_grpc_ok() -> Exchange<'static> {
+    Exchange {
         req_headers: GRPC_REQ,
         req_chunks: vec![],
         resp_headers: &[(":status", "200"), ("content-type", "application/grpc")],
@@ -536,7 +536,11 @@ fn record_json_reuses_its_buffer() {
         resp_trailers: Some(&[("grpc-status", "0")]),
         window: 1024,
     }
-    .run(map());
+}
+
+#[test]
+fn record_json_reuses_its_buffer() {
+    let call = bodiless_grpc_ok().run(map());
     let mut buf = String::from("stale contents");
     call.record(None).write_json(&mut buf);
     assert_eq!(buf, record_json(&call));
@@ -639,15 +643,7 @@ fn unknown_paths_share_one_operation() {
         );
     }
     // A known call carries no `url.path`.
-    let call = Exchange {
-        req_headers: GRPC_REQ,
-        req_chunks: vec![],
-        resp_headers: &[(":status", "200"), ("content-type", "application/grpc")],
-        resp_chunks: vec![],
-        resp_trailers: Some(&[("grpc-status", "0")]),
-        window: 1024,
-    }
-    .run(map());
+    let call = bodiless_grpc_ok().run(map());
     absent(&call, &[keys::URL_PATH]);
 }
 
