@@ -22,6 +22,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "queries"))
+import clickhouse_users  # noqa: E402
 import saved  # noqa: E402  (queries/saved.py)
 import stack  # noqa: E402
 
@@ -88,14 +89,20 @@ def main(argv: list[str] | None = None) -> int:
         http_url = f"http://127.0.0.1:{settings['WIRELENS_CLICKHOUSE_HTTP_PORT']}"
         params = {**saved.window(dt.datetime.now(dt.timezone.utc) - started + dt.timedelta(minutes=1)),
                   "run_id": run_id}
+        # Read as the stack's read-only reporter, as users do (README, "Locked doors").
+        credentials_file = clickhouse_users.credentials_path(stack.state_dir(settings))
+        credentials = clickhouse_users.read_credentials(credentials_file)
         print("\nmeasured at the proxy (queries/latency_bytes_by_operation.sql):")
         print(saved.run(http_url, saved.saved_query("latency_bytes_by_operation"), params,
-                        "PrettyCompactMonoBlock"))
+                        "PrettyCompactMonoBlock", user=credentials[clickhouse_users.READER_USER],
+                        password=credentials[clickhouse_users.READER_PASSWORD]))
 
         jaeger = f"http://127.0.0.1:{settings['WIRELENS_JAEGER_QUERY_PORT']}"
         print("where to look:")
-        print(f"  ClickHouse HTTP   {http_url}/play  (e.g. SELECT * FROM wirelens.requests LIMIT 10)")
-        print(f"  saved query       .venv/bin/python queries/saved.py latency_bytes_by_operation --run-id {run_id}")
+        print(f"  ClickHouse HTTP   {http_url}/play  (user {credentials[clickhouse_users.READER_USER]}, "
+              f"password in {credentials_file}; e.g. SELECT * FROM wirelens.requests LIMIT 10)")
+        print(f"  saved query       set -a; . {credentials_file}; set +a")
+        print(f"                    .venv/bin/python queries/saved.py latency_bytes_by_operation --run-id {run_id}")
         print(f"  Jaeger API        {jaeger}/api/services")
         print("  one call per protocol, by trace id:")
         for protocol, trace_id in one_trace.items():
