@@ -97,7 +97,7 @@ ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS url_path String CODEC(ZST
 -- operation map ('unknown' for every other path, whose first 128 bytes go to
 -- url_path, a plain column); http_method is a standard method or '_OTHER'
 -- (OpenTelemetry's http.request.method); run_id (the client's x-wirelens-run
--- header) is cut to its first 64 characters.
+-- header) is cut to its first 128 characters (loadgen refuses longer ones).
 --
 -- OR REPLACE, not IF NOT EXISTS: an existing view must pick up this
 -- definition (IF NOT EXISTS would keep an old one, which leaves url_path
@@ -113,7 +113,7 @@ SELECT
     attr('wirelens.request_id')                                AS request_id,
     TraceId                                                    AS trace_id,
     SpanId                                                     AS span_id,
-    leftUTF8(attr('wirelens.run_id'), 64)                      AS run_id,
+    leftUTF8(attr('wirelens.run_id'), 128)                      AS run_id,
     if(attr('wirelens.protocol') = '', 'unknown', attr('wirelens.protocol')) AS protocol,
     attr('wirelens.operation')                                 AS operation,
     attr('rpc.service')                                        AS rpc_service,

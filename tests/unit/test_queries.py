@@ -629,7 +629,7 @@ def test_the_ingest_view_keeps_client_chosen_values_bounded(ch):
                          'wirelens.operation', 'op.A', 'http.request.method', 'POST')),
         ('{ts(72)}', map('wirelens.protocol', '-', 'wirelens.request_id', 'v3', 'wirelens.run_id', '{long_run}',
                          'http.request.method', 'get'))""")
-    run = long_run[:64]
+    run = long_run[:128]
     try:
         rows = ch.sql(f"SELECT request_id, run_id, protocol, operation, url_path, http_method FROM wirelens.requests "
                       f"FINAL WHERE run_id = '{run}' ORDER BY request_id FORMAT TSV").splitlines()

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/wirelens/wirelens/services/internal/ops"
 )
@@ -63,6 +64,9 @@ const (
 // WarmupSuffix is appended to the run id of warm-up calls, so that
 // proxy-side queries over the run id leave them out.
 const WarmupSuffix = "-warmup"
+
+// MaxRunIDLength is how much of a run id wirelens.requests keeps.
+const MaxRunIDLength = 128
 
 const userAgent = "wirelens-loadgen/1"
 
@@ -183,6 +187,12 @@ func (cfg *Config) Validate() error {
 		if err := compatible(cfg.Protocol, cfg.Operation); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	// The warm-up phase runs as <run id>-warmup, and wirelens.requests keeps
+	// only MaxRunIDLength characters of a run id (queries/schema/001_requests.sql).
+	if n := utf8.RuneCountInString(cfg.RunID + WarmupSuffix); n > MaxRunIDLength {
+		errs = append(errs, fmt.Errorf("-run-id must be at most %d characters (%d with %q): ClickHouse keeps the first %d, got %d",
+			MaxRunIDLength-len(WarmupSuffix), MaxRunIDLength, WarmupSuffix, MaxRunIDLength, n-len(WarmupSuffix)))
 	}
 	if cfg.Count == 0 {
 		cfg.Count = DefaultCount

@@ -311,9 +311,11 @@ func TestRunTimeoutBoundsTheRun(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	cfg := Config{Target: "", Protocol: "soap", N: 0, Concurrency: 0, Timeout: 0, Count: -1, Messages: -1, ID: -1, Number: -1}
+	cfg := Config{Target: "", Protocol: "soap", N: 0, Concurrency: 0, Timeout: 0, Count: -1, Messages: -1, ID: -1, Number: -1,
+		RunID: strings.Repeat("r", MaxRunIDLength-len(WarmupSuffix)+1)}
 	err := cfg.Validate()
-	for _, want := range []string{"-target", "-protocol", "-operation", "-n", "-concurrency", "-timeout", "-count", "-messages", "-id", "-number"} {
+	for _, want := range []string{"-target", "-protocol", "-operation", "-n", "-concurrency", "-timeout", "-count", "-messages", "-id", "-number",
+		"-run-id must be at most 121 characters"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want mention of %s", err, want)
 		}
