@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -21,23 +20,16 @@ from pathlib import Path
 from typing import Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "deploy" / "local"))
+import stack  # noqa: E402  (deploy/local/stack.py)
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 # ------------------------------------------------------------------ ports
 
-def free_ports(count: int) -> list[int]:
-    """Ports nobody listens on right now (bound together, so all distinct)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+# Loopback ports nobody listens on now: the stack's own helper.
+free_ports = stack.free_ports
 
 
 # ------------------------------------------------------------------ CPU accounting

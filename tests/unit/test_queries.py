@@ -12,7 +12,6 @@ import datetime as dt
 import json
 import math
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -67,25 +66,12 @@ ORDER BY Timestamp
 T0 = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)).replace(microsecond=0, tzinfo=None)
 
 
-def free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
 class ScratchClickHouse:
     """clickhouse_server.py on free ports in a temporary directory; stopped by its pid."""
 
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="wirelens-test-queries-"))
-        tcp_port, http_port = free_ports(2)
+        tcp_port, http_port = stack.free_ports(2)
         self.url = f"http://127.0.0.1:{http_port}"
         self.settings = {"WIRELENS_CLICKHOUSE_HTTP_PORT": str(http_port), "WIRELENS_REQUESTS_TTL_DAYS": "30"}
         self.log = open(self.dir / "clickhouse.log", "w")
