@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/wirelens/wirelens/services/internal/cli"
 	"github.com/wirelens/wirelens/services/internal/domain"
@@ -67,7 +70,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		srv.Stop()
 		<-stopped
 	}
-	if err := <-errc; err != nil {
+	// A stop that comes before Serve has started makes Serve return
+	// ErrServerStopped: that is the stop asked for, not a failure.
+	if err := <-errc; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("serving: %w", err)
 	}
 	return nil
