@@ -377,6 +377,7 @@ class Envoy:
     # Where its config and log go, and a command Envoy runs under (e.g. valgrind).
     work_dir: Path = WORK_DIR
     wrapper: tuple[str, ...] = ()
+    extra_args: tuple[str, ...] = ()  # more Envoy options (e.g. --file-flush-interval-msec)
 
     def start(self, envoy_bin: Path) -> None:
         config_path = self.work_dir / f"envoy-{self.name}.json"
@@ -386,7 +387,7 @@ class Envoy:
         self.proc = subprocess.Popen(
             [*self.wrapper, str(envoy_bin), "-c", str(config_path), "--concurrency", str(self.concurrency),
              "--disable-hot-restart", "-l", "warning", "--service-node", self.config["node"]["id"],
-             "--service-cluster", "wirelens-bench"],
+             "--service-cluster", "wirelens-bench", *self.extra_args],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
 

@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Does a 1 GiB gRPC stream through wirelens grow Envoy's memory? (part of `make bench-instructions`)
+
+Target (issue 16): one 1 GiB gRPC stream through the filter grows Envoy's
+RSS by at most 1 MiB more than the same stream through the same Envoy
+without the filter.
+
+Envoy runs natively (not under callgrind), in the pipeline shape of
+filter_instructions.py (exporters on: file access log + OTel tracer, from
+envoy/render.py), one variant after the other, each a fresh Envoy:
+none+exp and wirelens+exp. Upstream: bin/grpc-server. After a warm-up (a
+1,000-message stream and 200 unary calls), the script reads the pre-stream
+RSS, then sends ONE /wirelens.v1.Echo/BiStream call with h2load carrying
+1 GiB of EchoRequest messages (64 KiB each; the server echoes every one,
+so 1 GiB goes each way) while it samples /proc/<pid>/status VmRSS every
+50 ms. Reported per variant: the peak growth over the pre-stream RSS; then
+wirelens' growth minus none's, PASS when it is at most 1 MiB.
+
+The 1 GiB request file goes to build/bench/stream_memory/ and is deleted
+afterwards. Every step is bounded (Envoy start 60 s, the stream 600 s).
+Standalone: writes build/bench/stream_memory.json; exit 0 whatever the
+verdict, 1 when something broke.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import re
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib  # noqa: E402
+import filter_cost as fc  # noqa: E402
+import filter_instructions as fi  # noqa: E402
+from benchlib import ROOT  # noqa: E402
+
+WORK_DIR = fc.OUT_DIR / "stream_memory"
+JSON_OUT = fc.OUT_DIR / "stream_memory.json"
+GIB = 1 << 30
+MESSAGE_CONTENT_BYTES = 64 * 1024 - 9    # an EchoRequest frame of exactly 64 KiB (5 + 1 + 3 + content)
+TARGET_EXTRA_KIB = 1024                  # wirelens' growth minus none's, at most 1 MiB
+SAMPLE_S = 0.05
+STREAM_TIMEOUT_S = 600.0
+VARIANTS = ("none+exp", "wirelens+exp")
+# Two streams per Envoy: the first (cold) also raises the allocator's high-water mark
+# of Envoy's transit buffers, by an amount that varies by several MiB from run to
+# run; the second (warm) reuses it, so what it adds is what the stream leaves behind
+# or holds. The verdict uses the warm stream; both are reported.
+STREAM_RUNS = ("cold", "warm")
+
+
+def vm_rss_kib(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return None
+
+
+class RssSampler(threading.Thread):
+    """Polls VmRSS of one pid every SAMPLE_S until stopped; keeps the peak and the sample count."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.samples = pid, 0, 0
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            v = vm_rss_kib(self.pid)
+            if v is not None:
+                self.peak, self.samples = max(self.peak, v), self.samples + 1
+            self._halt.wait(SAMPLE_S)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=5)
+
+
+def write_stream_file(path: Path, total_bytes: int) -> int:
+    """`total_bytes` (rounded down to whole frames) of EchoRequest frames; returns the message count."""
+    frame = fc.grpc_frame(fi.echo_message(b"m" * MESSAGE_CONTENT_BYTES))
+    count = total_bytes // len(frame)
+    chunk = frame * 16
+    with open(path, "wb") as f:
+        for _ in range(count // 16):
+            f.write(chunk)
+        f.write(frame * (count % 16))
+    return count
+
+
+def one_stream(variant: str, label: str, env: fc.Envoy, port: int, big: Path) -> dict:
+    """One stream of the big file through `env`; RSS before, peak while it runs, after."""
+    before = vm_rss_kib(env.proc.pid)
+    sampler = RssSampler(env.proc.pid)
+    sampler.start()
+    argv = ["h2load", "-n", "1", "-c", "1", "-m", "1", "-t", "1", "-d", str(big),
+            "-H", "content-type: application/grpc", "-H", "te: trailers",
+            "-T", str(int(STREAM_TIMEOUT_S)), "-N", "60", f"http://127.0.0.1:{port}{fi.STREAM_PATH}"]
+    try:
+        res = benchlib.run_tool(argv, timeout_s=STREAM_TIMEOUT_S + 30)
+    finally:
+        sampler.stop()
+    after = vm_rss_kib(env.proc.pid)
+    if res.timed_out or res.returncode != 0:
+        raise fc.Broken(f"{variant}: the {label} stream failed (exit {res.returncode}"
+                        f"{', timed out' if res.timed_out else ''}):\n{res.stdout[-800:]}{res.stderr[-400:]}")
+    done, _, problems = fc.parse_h2load(res.stdout)
+    m_data = re.search(r"traffic: .*\((\d+)\) data", res.stdout)
+    got = int(m_data.group(1)) if m_data else 0
+    if done != 1 or problems or got < big.stat().st_size:
+        raise fc.Broken(f"{variant}: the {label} stream did not complete: {done} done, {problems}, "
+                        f"{got} of {big.stat().st_size} bytes echoed")
+    if not env.alive():
+        raise fc.Broken(f"{variant}: Envoy died; log {env.log_path}")
+    peak = max(sampler.peak, after or 0)
+    print(f"  {variant}: {label} stream: RSS {before / 1024:.1f} MiB before, peak {peak - before:+,} KiB "
+          f"({res.wall_s:.1f} s, {sampler.samples} samples)", flush=True)
+    return {"rss_before_kib": before, "rss_peak_kib": peak, "rss_after_kib": after,
+            "growth_kib": peak - before, "samples": sampler.samples, "stream_s": round(res.wall_s, 2),
+            "bytes_each_way": got}
+
+
+def measure(variant: str, envoy_bin: Path, wasm: Path | None, plugin_config: str, ports: dict,
+            big: Path, messages: int, small: Path, grpc_body: Path) -> dict:
+    port, admin = benchlib.free_ports(2)
+    log_path = WORK_DIR / f"access-{variant}.jsonl"
+    if log_path.exists():
+        log_path.unlink()
+    cfg = fi.pipeline_config(wasm, plugin_config, "file", port, admin, ports["rest"], ports["grpc"],
+                             ports["upstream"], log_path, f"wirelens-mem-{variant.replace('+', '-')}")
+    env = fc.Envoy(f"mem-{variant}", cfg, port, admin, work_dir=WORK_DIR,
+                   extra_args=("--file-flush-interval-msec", fi.FILE_FLUSH_MS))
+    try:
+        env.start(envoy_bin)
+        env.wait_ready(60)
+        fi.check_stream(port, small, fi.STREAM_MESSAGES, 60)
+        res = benchlib.run_tool(fc.h2load_argv(port, 200, 1, 4, grpc_body), timeout_s=60)
+        if res.returncode != 0 or fc.parse_h2load(res.stdout)[2]:
+            raise fc.Broken(f"{variant}: warm-up unary calls failed:\n{res.stdout[-600:]}")
+        runs = []
+        for label in STREAM_RUNS:
+            runs.append(one_stream(variant, label, env, port, big))
+        bad = env.new_log_problems()
+        if bad:
+            raise fc.Broken(f"{variant}: Envoy log: {bad[0][:200]}")
+        cold, warm = runs
+        return {"cold": cold, "warm": warm, "growth_kib": warm["growth_kib"],
+                "rss_before_kib": cold["rss_before_kib"], "messages_each_way": messages}
+    finally:
+        env.stop()
+
+
+def run(envoy_bin: Path, wirelens_wasm: Path, plugin_config: str, quick: bool = False,
+        total_bytes: int | None = None, wasm_info: dict | None = None) -> dict:
+    """Both variants, one stream each; the result dict (problems listed, never raised)."""
+    WORK_DIR.mkdir(parents=True, exist_ok=True)
+    total = total_bytes or (GIB // 4 if quick else GIB)
+    out: dict = {"benchmark": "stream_memory", "date": _dt.datetime.now().isoformat(timespec="seconds"),
+                 "stream_bytes": total, "message_bytes": MESSAGE_CONTENT_BYTES + 9,
+                 "sample_ms": SAMPLE_S * 1000, "target_extra_kib": TARGET_EXTRA_KIB, "quick": quick,
+                 "wasm": wasm_info, "variants": {}, "problems": []}
+    big = WORK_DIR / "stream_request.bin"
+    small = WORK_DIR / "small_stream.bin"
+    grpc_body = WORK_DIR / "grpc_request.bin"
+    free = shutil.disk_usage(WORK_DIR).free
+    if free < total * 3:
+        out["problems"].append(f"not enough disk for a {total >> 20} MiB request file ({free >> 20} MiB free)")
+        return out
+    small.write_bytes(fi.STREAM_FRAME * fi.STREAM_MESSAGES)
+    grpc_body.write_bytes(fc.GRPC_REQUEST)
+    p = benchlib.free_ports(4)
+    ports = {"upstream": p[0], "rest": p[2], "grpc": p[3]}
+    upstream = fc.Envoy("mem-upstream", fc.upstream_config(p[0], p[1]), p[0], p[1], work_dir=WORK_DIR)
+    services = fi.Services(ports["rest"], ports["grpc"], WORK_DIR)
+    t0 = time.monotonic()
+    try:
+        messages = write_stream_file(big, total)
+        out["messages_each_way"] = messages
+        upstream.start(envoy_bin)
+        upstream.wait_ready()
+        services.start()
+        for variant in VARIANTS:
+            wasm = None if variant.startswith("none") else wirelens_wasm
+            rec = measure(variant, envoy_bin, wasm, plugin_config, ports, big, messages, small, grpc_body)
+            out["variants"][variant] = rec
+            if not services.alive():
+                raise fc.Broken("a Go service died")
+    except (fc.Broken, OSError) as exc:
+        out["problems"].append(str(exc))
+    finally:
+        services.stop()
+        upstream.stop()
+        big.unlink(missing_ok=True)
+        for log in WORK_DIR.glob("access-*.jsonl"):
+            log.unlink()
+    v = out["variants"]
+    if all(x in v for x in VARIANTS):
+        extra = v["wirelens+exp"]["growth_kib"] - v["none+exp"]["growth_kib"]
+        out["extra_growth_kib"] = extra
+        out["pass"] = extra <= TARGET_EXTRA_KIB
+    out["elapsed_s"] = round(time.monotonic() - t0, 1)
+    return out
+
+
+def print_report(mem: dict) -> None:
+    print(f"\nMemory: one {mem['stream_bytes'] / GIB:.2f} GiB BiStream ({mem.get('messages_each_way', 0):,} "
+          f"messages of {mem['message_bytes'] // 1024} KiB, echoed: the same back), Envoy natively, "
+          f"VmRSS every {mem['sample_ms']:.0f} ms{'  QUICK' if mem.get('quick') else ''}")
+    print("  peak growth of VmRSS over the RSS just before the stream; two streams per Envoy: cold "
+          "(first),\n  warm (second: Envoy's transit buffers already allocated; the verdict)")
+    for name, r in mem["variants"].items():
+        print(f"  {name:<14} pre-stream {r['rss_before_kib'] / 1024:6.1f} MiB   cold {r['cold']['growth_kib']:+9,} KiB "
+              f"({r['cold']['stream_s']:.1f} s)   warm {r['warm']['growth_kib']:+9,} KiB "
+              f"({r['warm']['stream_s']:.1f} s)   after {r['warm']['rss_after_kib'] / 1024:6.1f} MiB")
+    if "extra_growth_kib" in mem:
+        v = mem["variants"]
+        cold = v["wirelens+exp"]["cold"]["growth_kib"] - v["none+exp"]["cold"]["growth_kib"]
+        print(f"  {'memory: wirelens+exp - none+exp, warm stream growth':<58} "
+              f"{mem['extra_growth_kib']:+,} KiB <= 1,024 KiB  {'PASS' if mem['pass'] else 'FAIL'}"
+              f"   (cold: {cold:+,} KiB)")
+    for p in mem.get("problems", []):
+        print(f"  ! {p[:300]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="a 256 MiB stream instead of 1 GiB")
+    ap.add_argument("--mib", type=int, help="stream size in MiB (default 1024)")
+    ap.add_argument("--wasm", type=Path, default=fc.WIRELENS_WASM, help="the filter build")
+    ap.add_argument("--plugin-config", type=Path, default=fc.OPMAP)
+    ap.add_argument("--json", type=Path, default=JSON_OUT)
+    args = ap.parse_args(argv)
+    benchlib.require_tools({"h2load": "nghttp2-client", "nghttp": "nghttp2-client"})
+    WORK_DIR.mkdir(parents=True, exist_ok=True)
+    pinned = WORK_DIR / "wirelens.wasm"
+    shutil.copyfile(args.wasm, pinned)
+    mem = run(fc.find_envoy(), pinned, args.plugin_config.read_text(), quick=args.quick,
+              total_bytes=args.mib << 20 if args.mib else None, wasm_info=fc.file_info(args.wasm, pinned))
+    args.json.write_text(json.dumps(mem, indent=1))
+    print_report(mem)
+    return 1 if mem["problems"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
