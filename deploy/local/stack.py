@@ -102,6 +102,12 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
     except ValueError as exc:
         raise StackError(str(exc)) from None
     settings["WIRELENS_COLLECTOR_STORAGE_DIR"] = str(state_dir / "collector" / "storage")
+    # Jaeger keeps its traces on disk (Badger) so they survive a restart, and serves
+    # its UI from the vendored source's build (`make jaeger-ui`); without that build
+    # (empty path) Jaeger serves its API and a placeholder page.
+    settings["WIRELENS_JAEGER_STORAGE_DIR"] = str(state_dir / "jaeger" / "badger")
+    settings["WIRELENS_JAEGER_UI_DIR"] = environ.get(
+        "WIRELENS_JAEGER_UI_DIR", str(BUILD / "jaeger-ui") if (BUILD / "jaeger-ui" / "index.html").exists() else "")
     # Where Envoy's per-call access-log records go (envoy/render.py): `file`
     # (default) is a JSON-lines file that logship ships to the Collector with a
     # checkpoint, so a Collector outage loses nothing; `otlp` is Envoy's OTel
