@@ -203,7 +203,7 @@ filter-empty: rust-target ## the empty proxy-wasm filter (benchmark baseline) ->
 bench-filter: venv filter filter-empty proto bench-tools ## filter cost: no filter vs empty wasm vs wirelens (BENCH_ARGS="--quick", "--exporters both", ...)
 	@$(PY) bench/filter_cost.py --no-build $(BENCH_ARGS)
 
-bench-instructions: venv filter filter-empty proto bench-tools ## instructions per call under callgrind: none vs empty wasm vs wirelens, exact and repeatable (BENCH_ARGS="--probes", ...)
+bench-instructions: venv filter filter-empty proto services bench-tools ## the pipeline's instructions per call under callgrind (exporters on, Go services; REST, gRPC, 1,000-message stream) with the targets, and a 1 GiB stream's RSS (BENCH_ARGS="--quick", "--compare a=x.wasm", "--exporters off", ...)
 	@$(PY) bench/filter_instructions.py --no-build $(BENCH_ARGS)
 
 bench-probes: venv filter filter-empty proto bench-tools rust-target ## what each kind of proxy-wasm host call costs Envoy (filters/empty probes next to the empty filter)

@@ -58,19 +58,30 @@ def filter_cost_summary(data: dict) -> list[str]:
 
 
 def filter_instructions_summary(data: dict) -> list[str]:
+    """The pipeline table (instructions per call / per streamed message) and the targets' verdicts."""
     meta, per, diffs = data["meta"], data["summary"]["per_call"], data["summary"]["differences"]
     wirelens = meta["wasm"].get("wirelens", {}).get("sha256", "not measured")
-    lines = [f"callgrind, {meta['requests']} calls per load, wirelens.wasm {wirelens}"
+    lines = [f"callgrind, {meta['requests']} calls per load, {meta.get('streams', 0)} streams of "
+             f"{meta.get('stream_messages', 0)} messages, wirelens.wasm {wirelens}"
              f"{' (QUICK)' if meta.get('quick') else ''}"]
-    for load, d in diffs.items():
-        k = {v: (per.get(v, {}).get(load) or 0) / 1000 for v in ("none", "empty", "wirelens")}
-        over_empty = d.get("wirelens", {}).get("over_empty")
-        capacity = d.get("wirelens", {}).get("capacity_vs_none")
-        lines.append(
-            f"{load:<5} instructions/call none {k['none']:.1f}k, empty {k['empty']:.1f}k, "
-            f"wirelens {k['wirelens']:.1f}k: wirelens over empty "
-            f"{over_empty / 1000 if over_empty is not None else float('nan'):+.1f}k, "
-            f"capacity vs none {capacity if capacity else float('nan'):.3f}")
+    units = {"rest": "REST/call", "grpc": "gRPC/call", "stream": "stream/msg"}
+    for variant, by_load in per.items():
+        cells = []
+        for load, v in by_load.items():
+            over = diffs.get(variant, {}).get(load, {}).get("over_empty")
+            cells.append(f"{units.get(load, load)} {v / 1000:.1f}k"
+                         + (f" ({over / 1000:+.1f}k over empty)" if over is not None else ""))
+        lines.append(f"{variant:<16} " + ", ".join(cells))
+    for variant, targets in data["summary"].get("targets", {}).items():
+        for t in targets:
+            value = f"{t['value']:.3f}" if isinstance(t["value"], float) else f"{t['value'] / 1000:+.1f}k"
+            lines.append(f"  {t['target']:<56} {value:>8} {t['limit']:<9} {'PASS' if t['pass'] else 'FAIL'}")
+    mem = data.get("memory")
+    if mem and "extra_growth_kib" in mem:
+        label = (f"memory: {mem['stream_bytes'] / (1 << 30):.2f} GiB stream, RSS growth "
+                 "wirelens+exp - none+exp")
+        lines.append(f"  {label:<56} {mem['extra_growth_kib']:>+6,} KiB <= 1,024 KiB "
+                     f"{'PASS' if mem['pass'] else 'FAIL'}")
     if data.get("problems"):
         lines.append(f"! {len(data['problems'])} problem(s): {data['problems'][0][:100]}")
     return lines
