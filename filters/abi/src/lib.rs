@@ -376,6 +376,98 @@ impl FilterModule {
     }
 }
 
+/// The exported functions that look like the linker's constructor and
+/// destructor wrappers: their body calls, first or last, a no-argument,
+/// no-result function that the body of another export calls the same way.
+/// A module whose `_initialize` runs `__wasm_call_ctors` has none.
+pub fn wrapped_exports(wasm: &[u8]) -> Result<Vec<String>> {
+    use wasmparser::{CompositeInnerType, ExternalKind, Operator, Parser, Payload, TypeRef};
+    let mut void_type = Vec::new(); // per type index: is it () -> ()
+    let mut type_of = Vec::new(); // per function index (imports first)
+    let mut imported = 0usize;
+    let mut exports = Vec::new();
+    let mut edge_calls = Vec::new(); // per defined function: (first call, last call)
+    for payload in Parser::new(0).parse_all(wasm) {
+        match payload.context("parsing the module")? {
+            Payload::TypeSection(reader) => {
+                for group in reader {
+                    for sub in group?.into_types() {
+                        void_type.push(matches!(&sub.composite_type.inner,
+                            CompositeInnerType::Func(f) if f.params().is_empty() && f.results().is_empty()));
+                    }
+                }
+            }
+            Payload::ImportSection(reader) => {
+                for import in reader.into_imports() {
+                    if let TypeRef::Func(t) = import?.ty {
+                        type_of.push(t);
+                        imported += 1;
+                    }
+                }
+            }
+            Payload::FunctionSection(reader) => {
+                for t in reader {
+                    type_of.push(t?);
+                }
+            }
+            Payload::ExportSection(reader) => {
+                for export in reader {
+                    let export = export?;
+                    if export.kind == ExternalKind::Func {
+                        exports.push((export.name.to_string(), export.index as usize));
+                    }
+                }
+            }
+            Payload::CodeSectionEntry(body) => {
+                let mut ops = Vec::new();
+                for op in body.get_operators_reader()? {
+                    ops.push(op?);
+                }
+                let call = |op: Option<&Operator>| match op {
+                    Some(Operator::Call { function_index }) => Some(*function_index as usize),
+                    _ => None,
+                };
+                // The last operator is the body's `end`.
+                let last = ops.len().checked_sub(2).and_then(|i| ops.get(i));
+                edge_calls.push((call(ops.first()), call(last)));
+            }
+            _ => {}
+        }
+    }
+    let is_void = |f: usize| {
+        type_of
+            .get(f)
+            .and_then(|t| void_type.get(*t as usize))
+            .copied()
+            .unwrap_or(false)
+    };
+    let edges_of = |f: usize| -> Vec<usize> {
+        f.checked_sub(imported)
+            .and_then(|i| edge_calls.get(i))
+            .map(|(first, last)| {
+                [*first, *last]
+                    .into_iter()
+                    .flatten()
+                    .filter(|g| is_void(*g))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut uses: BTreeMap<usize, usize> = BTreeMap::new();
+    for (_, f) in &exports {
+        let mut edges = edges_of(*f);
+        edges.dedup();
+        for g in edges {
+            *uses.entry(g).or_default() += 1;
+        }
+    }
+    Ok(exports
+        .iter()
+        .filter(|(_, f)| edges_of(*f).iter().any(|g| uses[g] > 1))
+        .map(|(name, _)| name.clone())
+        .collect())
+}
+
 /// One VM: an instance of the filter module and its host.
 pub struct Vm {
     store: Store<HostState>,

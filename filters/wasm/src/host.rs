@@ -61,6 +61,30 @@ pub mod abi {
         pub static HOST: RefCell<FakeHost> = RefCell::default();
     }
 
+    /// The SDK's own `hostcalls` import every other `env.proxy_*` function
+    /// (its traits' default methods reach them), so a native build needs
+    /// the symbols. The filter never calls them: if it ever did, the test
+    /// aborts here, naming the call that should have gone through `host`.
+    macro_rules! never_called {
+        ($($name:ident)*) => {$(
+            #[no_mangle]
+            pub extern "C" fn $name() -> u32 {
+                panic!(concat!("the filter called the SDK's ", stringify!($name)))
+            }
+        )*};
+    }
+    never_called! {
+        proxy_get_log_level proxy_set_tick_period_milliseconds proxy_set_buffer_bytes
+        proxy_set_header_map_pairs proxy_get_header_map_value proxy_remove_header_map_value
+        proxy_replace_header_map_value proxy_add_header_map_value proxy_get_property
+        proxy_get_shared_data proxy_set_shared_data proxy_register_shared_queue
+        proxy_resolve_shared_queue proxy_dequeue_shared_queue proxy_enqueue_shared_queue
+        proxy_continue_stream proxy_close_stream proxy_send_local_response proxy_http_call
+        proxy_grpc_call proxy_grpc_stream proxy_grpc_send proxy_grpc_cancel proxy_grpc_close
+        proxy_get_status proxy_set_effective_context proxy_call_foreign_function proxy_done
+        proxy_define_metric proxy_get_metric proxy_record_metric proxy_increment_metric
+    }
+
     const OK: u32 = 0;
     const NOT_FOUND: u32 = 1;
 
@@ -80,13 +104,15 @@ pub mod abi {
         OK
     }
 
-    pub unsafe fn proxy_log(_: u32, message: *const u8, size: usize) -> u32 {
+    #[no_mangle]
+    pub unsafe extern "C" fn proxy_log(_: u32, message: *const u8, size: usize) -> u32 {
         let text = String::from_utf8_lossy(std::slice::from_raw_parts(message, size)).into_owned();
         with(|h| h.logs.push(text));
         OK
     }
 
-    pub unsafe fn proxy_get_current_time_nanoseconds(out: *mut u64) -> u32 {
+    #[no_mangle]
+    pub unsafe extern "C" fn proxy_get_current_time_nanoseconds(out: *mut u64) -> u32 {
         match with(|h| {
             let t = h.now?;
             h.now = Some(t + h.tick);
@@ -100,7 +126,8 @@ pub mod abi {
         }
     }
 
-    pub unsafe fn proxy_get_header_map_pairs(
+    #[no_mangle]
+    pub unsafe extern "C" fn proxy_get_header_map_pairs(
         map_type: u32,
         data: *mut *mut u8,
         size: *mut usize,
@@ -112,7 +139,8 @@ pub mod abi {
     }
 
     /// Envoy answers the map's byte size: the sum of name and value lengths.
-    pub unsafe fn proxy_get_header_map_size(map_type: u32, size: *mut usize) -> u32 {
+    #[no_mangle]
+    pub unsafe extern "C" fn proxy_get_header_map_size(map_type: u32, size: *mut usize) -> u32 {
         let sum = with(|h| {
             let map = h.maps.get(map_type as usize)?.as_ref()?;
             Some(
@@ -130,7 +158,8 @@ pub mod abi {
         }
     }
 
-    pub unsafe fn proxy_get_buffer_bytes(
+    #[no_mangle]
+    pub unsafe extern "C" fn proxy_get_buffer_bytes(
         buffer_type: u32,
         start: usize,
         max_size: usize,
@@ -149,7 +178,8 @@ pub mod abi {
         }
     }
 
-    pub unsafe fn proxy_set_property(
+    #[no_mangle]
+    pub unsafe extern "C" fn proxy_set_property(
         path: *const u8,
         path_size: usize,
         value: *const u8,
