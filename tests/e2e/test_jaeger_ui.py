@@ -6,13 +6,16 @@ trace written before a Jaeger restart is still there after it (Badger on disk).
 
 Needs Debian's chromium, `make web` (playwright-core in services/web) and
 `make jaeger-ui` (build/jaeger-ui, which the stack serves through Jaeger).
-Screenshots: test-artifacts/jaeger-ui-trace.png, jaeger-ui-search.png.
+The HTML report's and `wirelens trace`'s links open the call there.
+Screenshots: test-artifacts/jaeger-ui-*.png (jaeger-ui-trace.png: the known call's span).
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
+import re
 import shutil
 import subprocess
 import urllib.error
@@ -198,3 +201,35 @@ def test_a_trace_survives_a_jaeger_restart(calls):
     # And in the UI, as users would open it after the restart.
     page = ui("trace", f"{jaeger}/trace/{trace_id}", ARTIFACTS / "jaeger-ui-after-restart.png")
     assert page["tags"].get("wirelens.protocol") == {"value": "rest", "kind": "string"}, page["tags"]
+
+
+def test_report_and_trace_command_link_each_row_to_its_trace_in_the_ui(calls, tmp_path):
+    """From a row to its trace: the HTML report's slowest calls link to Jaeger's UI, the link opens
+    the call's span there; the terminal report keeps the trace ids; `wirelens trace` ends with the link."""
+    settings, jaeger, run_id = calls["settings"], calls["jaeger"], calls["run_id"]
+    wirelens = ROOT / "bin" / "wirelens"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WIRELENS_")}
+    common = ["--run", run_id, "--clickhouse-url", f"http://127.0.0.1:{settings['WIRELENS_CLICKHOUSE_HTTP_PORT']}",
+              "--jaeger-url", jaeger]
+    html_path = tmp_path / "report.html"
+    text = subprocess.run([str(wirelens), "report", *common, "--html", str(html_path)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert text.returncode == 0, text.stderr
+    all_ids = {t for ids in calls["trace_ids"].values() for t in ids} | {calls["failed"]}
+    links = re.findall(r'<a class="trace-link" href="([^"]+)"', html_path.read_text())
+    assert len(links) == len(all_ids) and {link.rsplit("/", 1)[1] for link in links} == all_ids, links
+    assert all(link.startswith(f"{jaeger}/trace/") for link in links), links
+    # The terminal report's slowest-calls rows keep their trace ids, and it says where they open.
+    assert all_ids <= set(re.findall(r"\b[0-9a-f]{32}\b", text.stdout)), text.stdout
+    assert f"In Jaeger's UI:  {jaeger}/trace/" in text.stdout, text.stdout
+
+    # The slowest call's link, opened in the browser, shows that call's span.
+    slowest = links[0].rsplit("/", 1)[1]
+    page = ui("trace", links[0], ARTIFACTS / "jaeger-ui-from-report.png")
+    (row,) = rows(settings, f"SELECT protocol, operation FROM wirelens.requests FINAL WHERE trace_id = '{slowest}'")
+    assert page["tags"]["wirelens.protocol"]["value"] == row[0] and page["spans"][0]["operation"] == row[1], page
+
+    printed = subprocess.run([str(wirelens), "trace", slowest, "--jaeger-url", jaeger],
+                             capture_output=True, text=True, timeout=60, env=env)
+    assert printed.returncode == 0 and printed.stdout.endswith(f"\nIn Jaeger's UI: {jaeger}/trace/{slowest}\n"), \
+        printed.stdout + printed.stderr

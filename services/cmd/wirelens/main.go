@@ -107,7 +107,8 @@ const traceUsage = `Usage: wirelens trace ID [--jaeger-url URL] [--all-tags]
 Fetches one trace from Jaeger's API (<jaeger-url>/api/traces/ID) and prints it
 as an indented tree of spans: service, operation name, duration, start offset
 from the trace's first span, span id; under each span its wirelens.*, rpc.*
-and http.* tags, sorted by key (numbers shown as integers when whole).
+and http.* tags, sorted by key (numbers shown as integers when whole); then
+the link that opens the trace in Jaeger's UI (<jaeger-url>/trace/ID).
 
 ID is the trace id (up to 32 hex digits), as in "wirelens report"'s slowest
 calls, the trace_id column of wirelens.requests, or loadgen -trace-ids.
@@ -424,6 +425,10 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	if err := trace.Print(stdout, t, trace.PrintOptions{AllTags: *allTags}); err != nil {
+		fmt.Fprintf(stderr, "wirelens: %v\n", err)
+		return 1
+	}
+	if _, err := fmt.Fprintf(stdout, "\nIn Jaeger's UI: %s\n", trace.UIURL(*jaegerURL, id)); err != nil {
 		fmt.Fprintf(stderr, "wirelens: %v\n", err)
 		return 1
 	}

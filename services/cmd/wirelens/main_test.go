@@ -147,3 +147,23 @@ func TestInjectHandsOverToTheCheckoutsInjector(t *testing.T) {
 		t.Fatalf("without a checkout: exit %d, stderr:\n%s", code, errOut)
 	}
 }
+
+func TestTraceEndsWithTheLinkToJaegersUI(t *testing.T) {
+	fixture, err := os.ReadFile(filepath.Join("..", "..", "internal", "trace", "testdata", "trace.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/traces/4bf92f3577b34da6a3ce929d0e0e4736" {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		w.Write(fixture)
+	}))
+	defer srv.Close()
+	code, out, errOut := runCmd(t, "trace", "4BF92F3577B34DA6A3CE929D0E0E4736", "--jaeger-url", srv.URL+"/")
+	want := "\nIn Jaeger's UI: " + srv.URL + "/trace/4bf92f3577b34da6a3ce929d0e0e4736\n"
+	if code != 0 || !strings.HasSuffix(out, want) {
+		t.Errorf("trace: exit %d, stderr %q; stdout does not end with %q:\n%s", code, errOut, want, out)
+	}
+}

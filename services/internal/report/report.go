@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/wirelens/wirelens/services/internal/trace"
 )
 
 // Options say what to report on and where to find it.
@@ -849,7 +851,7 @@ func slowestSection(ctx context.Context, ch *ClickHouse, params map[string]strin
 		c := SlowCall{Timestamp: CellText(row[idx[0]]), Operation: CellText(row[idx[1]]), Protocol: CellText(row[idx[2]]),
 			DurationUS: cellF(row, idx[3]), TraceID: id}
 		if id != "" {
-			c.TraceURL = jaeger + "/trace/" + id
+			c.TraceURL = trace.UIURL(jaeger, id)
 			c.APIURL = jaeger + "/api/traces/" + id
 			c.Command = "wirelens trace " + id
 		}

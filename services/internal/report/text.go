@@ -54,7 +54,10 @@ func WriteText(w io.Writer, rep *Report, format string) error {
 		}
 		if sec == rep.Slowest && len(rep.SlowCalls) > 0 && !tsv {
 			c := rep.SlowCalls[0]
-			fmt.Fprintf(&b, "\n  Print a trace as a tree:  %s\n  In Jaeger:  %s  (JSON: %s)\n", c.Command, c.TraceURL, c.APIURL)
+			fmt.Fprintf(&b, "\n  Print a trace as a tree:  %s\n  In Jaeger's UI:  %s  (JSON: %s)\n", c.Command, c.TraceURL, c.APIURL)
+			if len(rep.SlowCalls) > 1 && strings.HasSuffix(c.TraceURL, c.TraceID) {
+				fmt.Fprintf(&b, "  Any other row: its trace_id after %s\n", strings.TrimSuffix(c.TraceURL, c.TraceID))
+			}
 		}
 	}
 	if n := rep.ErrorCount(); n > 0 && !tsv {

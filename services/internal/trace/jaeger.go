@@ -87,6 +87,12 @@ type UnreachableError = cli.UnreachableError
 
 var traceIDRe = regexp.MustCompile(`^[0-9a-fA-F]{1,32}$`)
 
+// UIURL is the page of one trace in Jaeger's UI, served by the query service at base
+// (the same address as its API).
+func UIURL(base, id string) string {
+	return strings.TrimRight(base, "/") + "/trace/" + id
+}
+
 // ValidID checks a trace id: 1 to 32 hex digits.
 func ValidID(id string) error {
 	if !traceIDRe.MatchString(id) {
