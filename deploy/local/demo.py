@@ -15,6 +15,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.parse
 import uuid
 from pathlib import Path
 
@@ -45,6 +46,13 @@ def send(settings: dict[str, str], protocol: str, port_setting: str, operation: 
     if result.returncode != 0:
         raise stack.StackError(f"loadgen over {protocol} failed (exit {result.returncode}):\n{result.stderr.strip()}")
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def jaeger_search_url(jaeger: str, run_id: str, service: str = "wirelens-envoy") -> str:
+    """Jaeger UI's search page for one run's calls (tag wirelens.run_id), as a user would fill it in."""
+    query = {"service": service, "tags": json.dumps({"wirelens.run_id": run_id}, separators=(",", ":")),
+             "lookback": "2h", "limit": "1500"}
+    return f"{jaeger}/search?{urllib.parse.urlencode(query)}"
 
 
 def wait_for_rows(settings: dict[str, str], run_id: str, expected: dict[str, int], timeout_s: float = 60) -> None:
@@ -103,12 +111,13 @@ def main(argv: list[str] | None = None) -> int:
               f"password in {credentials_file}; e.g. SELECT * FROM wirelens.requests LIMIT 10)")
         print(f"  saved query       set -a; . {credentials_file}; set +a")
         print(f"                    .venv/bin/python queries/saved.py latency_bytes_by_operation --run-id {run_id}")
-        print(f"  Jaeger API        {jaeger}/api/services")
-        print("  one call per protocol, by trace id:")
+        print(f"  Jaeger UI         {jaeger}/search  (API: {jaeger}/api/services)")
+        print("  one call per protocol, its trace in Jaeger's UI:")
         for protocol, trace_id in one_trace.items():
-            print(f"    {protocol:<15} {trace_id}")
+            print(f"    {protocol:<15} {jaeger}/trace/{trace_id}")
+        print(f"  this run's calls  {jaeger_search_url(jaeger, run_id)}")
         example = one_trace["grpc-web"]
-        print(f"  its span:         curl -s {jaeger}/api/traces/{example} | python3 -m json.tool")
+        print(f"  in the terminal:  bin/wirelens trace {example} --jaeger-url {jaeger}")
         print("  the stack keeps running: `make status`, `make down`")
     except (stack.StackError, saved.QueryError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -233,3 +234,23 @@ def test_report_and_trace_command_link_each_row_to_its_trace_in_the_ui(calls, tm
                              capture_output=True, text=True, timeout=60, env=env)
     assert printed.returncode == 0 and printed.stdout.endswith(f"\nIn Jaeger's UI: {jaeger}/trace/{slowest}\n"), \
         printed.stdout + printed.stderr
+
+
+def test_demo_prints_ui_links_that_open(calls):
+    """`make demo`'s output: one UI link per protocol to its call's trace, and a search link for its run."""
+    settings, jaeger = calls["settings"], calls["jaeger"]
+    demo = subprocess.run([sys.executable, str(ROOT / "deploy" / "local" / "demo.py"), "--calls", "2"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, **settings})
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    (ARTIFACTS / "jaeger-ui-demo.txt").write_text(demo.stdout + demo.stderr)
+    links = dict(re.findall(rf"^\s+(rest|rest-transcoded|grpc|grpc-web|grpc-web-text)\s+({re.escape(jaeger)}/trace/[0-9a-f]{{32}})$",
+                            demo.stdout, re.M))
+    assert set(links) == {"rest", "rest-transcoded", "grpc", "grpc-web", "grpc-web-text"}, demo.stdout
+    (search,) = re.findall(rf"^\s+this run's calls\s+({re.escape(jaeger)}/search\?\S+)$", demo.stdout, re.M)
+
+    page = ui("trace", links["grpc-web-text"], ARTIFACTS / "jaeger-ui-demo-trace.png")
+    assert page["spans"] == [{"service": SERVICE, "operation": "hello.SayHello"}], page
+    assert page["tags"]["wirelens.protocol"] == {"value": "grpc-web-text", "kind": "string"}, page["tags"]
+    found = ui("search", search, ARTIFACTS / "jaeger-ui-demo-search.png", "10")
+    assert found["count"] == 10, found  # 2 calls x 5 protocols
+    assert {link.removeprefix(jaeger) for link in links.values()} <= {r["href"] for r in found["results"]}, found
