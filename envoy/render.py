@@ -62,6 +62,9 @@ RECORD_FIELDS: list[tuple[str, str, bool]] = [
     ("envoy.bytes_sent", "%BYTES_SENT%", False),
     ("envoy.upstream_service_time_ms", "%RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)%", False),
     ("envoy.response_flags", "%RESPONSE_FLAGS%", False),
+    # The gRPC status Envoy read from the trailers (or a trailers-only
+    # response): the record leaves it out when the filter only sized them.
+    ("envoy.grpc_status", "%GRPC_STATUS(NUMBER)%", False),
     ("envoy.upstream_host", "%UPSTREAM_HOST%", False),
     ("envoy.upstream_protocol", "%UPSTREAM_PROTOCOL%", False),
     ("envoy.request_duration_ms", "%REQUEST_DURATION%", False),

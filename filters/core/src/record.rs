@@ -316,6 +316,10 @@ pub struct Call {
     published: bool,
 }
 
+/// The smallest trailer entry that can carry a `grpc-message`: the name
+/// and one byte of value (an empty message is no message).
+const GRPC_MESSAGE_MIN_ENTRY_BYTES: u64 = b"grpc-message".len() as u64 + 1;
+
 fn header_sum<'a>(
     headers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
     mut each: impl FnMut(&'a [u8], &'a [u8]),
@@ -661,16 +665,53 @@ impl Call {
         trailers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
         now: impl FnOnce() -> Option<u64>,
     ) -> bool {
+        if !self.trailers_arrived() {
+            return false;
+        }
+        self.resp_trailer_bytes = self.absorb_response_map(trailers, false);
+        self.complete(now)
+    }
+
+    /// Whether the response trailers' entries are needed, or only their
+    /// byte size (the sum of name and value lengths), which Envoy reports
+    /// without copying the map. Native gRPC needs them only when they can
+    /// carry a `grpc-message` the record publishes: Envoy reads
+    /// `grpc-status` itself (`%GRPC_STATUS(NUMBER)%`, which the pipeline
+    /// uses when the record has no status), so an OK call's
+    /// `grpc-status: 0` (12 bytes) is only sized.
+    pub fn response_trailers_need_entries(&self, bytes: u64) -> bool {
+        self.protocol != Some(Protocol::Grpc)
+            || (self.options.fields.contains(Fields::GRPC_MESSAGE)
+                && self.options.grpc_message_max_bytes > 0
+                && bytes >= GRPC_MESSAGE_MIN_ENTRY_BYTES)
+    }
+
+    /// Response trailers arrived, known only by their byte size because
+    /// their entries are not needed ([`Call::response_trailers_need_entries`]
+    /// is false). Returns true when this completes the response.
+    pub fn on_response_trailer_size(
+        &mut self,
+        bytes: u64,
+        now: impl FnOnce() -> Option<u64>,
+    ) -> bool {
+        if !self.trailers_arrived() {
+            return false;
+        }
+        self.resp_trailer_bytes = bytes;
+        self.complete(now)
+    }
+
+    /// What any trailers mean for the body: its frames end where they
+    /// begin, and they make it a gRPC response, so deferred header entries
+    /// are not needed. False when the response had already ended.
+    fn trailers_arrived(&mut self) -> bool {
         if self.response_complete {
             return false;
         }
-        // Frames in the body end where trailers begin; trailers make it a
-        // gRPC response, so deferred header entries are not needed.
         self.response_headers_deferred = false;
         self.resp.end();
         self.absorb_trailer_frame();
-        self.resp_trailer_bytes = self.absorb_response_map(trailers, false);
-        self.complete(now)
+        true
     }
 
     /// True when the record needs the response header entries that

@@ -96,7 +96,13 @@ impl<'a> Exchange<'a> {
         }
         if let Some(t) = self.resp_trailers {
             let buf = serialize(t);
-            assert!(call.on_response_trailers(iter_serialized(&buf), || Some(9_000_000)));
+            let size = hbytes(t);
+            // As the adapter does: the entries only when they are needed.
+            assert!(if call.response_trailers_need_entries(size) {
+                call.on_response_trailers(iter_serialized(&buf), || Some(9_000_000))
+            } else {
+                call.on_response_trailer_size(size, || Some(9_000_000))
+            });
         }
         assert!(call.response_complete());
         assert!(call.claim_publish());
@@ -1545,4 +1551,45 @@ fn deferred_headers_are_ignored_once_trailers_arrived() {
     let late = serialize(&[("content-type", "text/html"), ("grpc-status", "2")]);
     call.on_deferred_response_headers(iter_serialized(&late));
     assert_eq!(call.record(None).grpc_status, Some(0));
+}
+
+/// Native gRPC trailers too small to carry a `grpc-message` (an OK call's
+/// `grpc-status: 0`) are only sized: the record leaves the status to
+/// Envoy's `%GRPC_STATUS%`. Larger ones are read as before (golden_grpc).
+#[test]
+fn native_grpc_trailers_are_read_only_when_they_can_carry_a_message() {
+    let resp_headers: Pairs = &[(":status", "200"), ("content-type", "application/grpc")];
+    let ok: Pairs = &[("grpc-status", "0")];
+    let exchange = Exchange {
+        req_headers: GRPC_REQ,
+        req_chunks: vec![grpc_request_body()],
+        resp_headers,
+        resp_chunks: vec![encode_frame(0, b"hi")],
+        resp_trailers: Some(ok),
+        window: 16 * 1024,
+    };
+    let call = exchange.run(map());
+    absent(&call, &[keys::GRPC_STATUS]);
+    expect(
+        &call,
+        &[
+            (keys::RESP_TRAILER_SIZE, json!(hbytes(ok))),
+            (keys::RESP_MESSAGES, json!(1)),
+            (keys::MALFORMED, json!(0)),
+        ],
+    );
+    assert!(!call.response_trailers_need_entries(12));
+    assert!(call.response_trailers_need_entries(13));
+    // Publishing no grpc-message: never read.
+    let silent = Options::default().with_fields(Fields::ALL.without(Fields::GRPC_MESSAGE));
+    let call = exchange.run_with(map(), silent);
+    assert!(!call.response_trailers_need_entries(4096));
+    // Every other protocol reads them (gRPC-Web's are in the body anyway).
+    let mut rest = Call::new(map());
+    rest.on_request_headers(
+        iter_serialized(&serialize(&[(":method", "GET"), (":path", "/v1/hello")])),
+        true,
+        Some(1),
+    );
+    assert!(rest.response_trailers_need_entries(12));
 }

@@ -177,11 +177,15 @@ impl Stream {
     }
 
     fn on_response_trailers(&mut self) {
-        let map = host::header_map(host::MAP_RESPONSE_TRAILERS).unwrap_or_default();
-        if self
-            .call
-            .on_response_trailers(iter_serialized(&map), host::now_ns)
-        {
+        let size = host::header_map_size(host::MAP_RESPONSE_TRAILERS).unwrap_or(0) as u64;
+        let complete = if self.call.response_trailers_need_entries(size) {
+            let map = host::header_map(host::MAP_RESPONSE_TRAILERS).unwrap_or_default();
+            self.call
+                .on_response_trailers(iter_serialized(&map), host::now_ns)
+        } else {
+            self.call.on_response_trailer_size(size, host::now_ns)
+        };
+        if complete {
             self.publish(None);
         }
     }
@@ -370,12 +374,16 @@ mod tests {
     /// One unary gRPC call through every callback; returns the host calls
     /// made by the stream.
     fn grpc_call(complete: bool) -> usize {
-        grpc_call_answered(complete, "application/grpc")
+        grpc_call_answered(complete, "application/grpc", &[("grpc-status", "0")])
     }
 
     /// A unary gRPC call whose response carries `response_content_type`;
     /// with trailers when `complete`. Returns the host calls it made.
-    fn grpc_call_answered(complete: bool, response_content_type: &str) -> usize {
+    fn grpc_call_answered(
+        complete: bool,
+        response_content_type: &str,
+        trailers: &[(&str, &str)],
+    ) -> usize {
         let req = serialize(&[
             (":method", "POST"),
             (":path", "/wirelens.v1.Hello/SayHello"),
@@ -388,7 +396,7 @@ mod tests {
                 (":status", "200"),
                 ("content-type", response_content_type),
             ]));
-            h.maps[host::MAP_RESPONSE_TRAILERS as usize] = Some(serialize(&[("grpc-status", "0")]));
+            h.maps[host::MAP_RESPONSE_TRAILERS as usize] = Some(serialize(trailers));
             h.buffers[host::BUFFER_REQUEST_BODY as usize] = Some(body.clone());
             h.buffers[host::BUFFER_RESPONSE_BODY as usize] = Some(body.clone());
         });
@@ -423,13 +431,13 @@ mod tests {
         configure(CONFIG);
         // Trailers came: the headers were only sized, so their (odd) content
         // type was never seen and the body counts as one gRPC message.
-        grpc_call_answered(true, "text/html");
+        grpc_call_answered(true, "text/html", &[("grpc-status", "0")]);
         assert_eq!(response_messages(&take_properties()[0].1), "1");
         // No trailers: the headers are copied at publication and their
         // content type shows the body was not gRPC.
-        grpc_call_answered(false, "text/html");
+        grpc_call_answered(false, "text/html", &[]);
         assert_eq!(response_messages(&take_properties()[0].1), "0");
-        grpc_call_answered(false, "application/grpc");
+        grpc_call_answered(false, "application/grpc", &[]);
         assert_eq!(response_messages(&take_properties()[0].1), "1");
     }
 
@@ -448,10 +456,38 @@ mod tests {
             ),
             "{record}"
         );
-        assert!(record.contains(r#""rpc.grpc.status_code":0,"#), "{record}");
+        // `grpc-status: 0` alone (12 bytes) was only sized: Envoy's
+        // %GRPC_STATUS% carries the status.
+        assert!(!record.contains("rpc.grpc.status_code"), "{record}");
         assert!(record.contains(r#""wirelens.request.messages":1,"wirelens.response.messages":1,"#));
         // Clock: start 1 ms, request end 2 ms, response headers 3 ms, end 4 ms.
         assert!(record.ends_with(r#""wirelens.time_to_first_byte_us":2000,"wirelens.duration_us":3000,"wirelens.request.duration_us":1000,"wirelens.malformed":0}"#), "{record}");
+    }
+
+    #[test]
+    fn grpc_trailers_are_copied_only_when_they_can_carry_a_message() {
+        configure(CONFIG);
+        let sized = grpc_call(true);
+        let ok = take_properties();
+        assert!(!String::from_utf8_lossy(&ok[0].1).contains("rpc.grpc.status_code"));
+        let error = [("grpc-status", "5"), ("grpc-message", "no such%20name")];
+        // One host call more: the map's copy after its size.
+        assert_eq!(
+            grpc_call_answered(true, "application/grpc", &error),
+            sized + 1
+        );
+        let props = take_properties();
+        let record = std::str::from_utf8(&props[0].1).unwrap();
+        assert!(
+            record.contains(r#""rpc.grpc.status_code":5,"wirelens.grpc.message":"no such name","#),
+            "{record}"
+        );
+        // Not publishing grpc-message: never copied.
+        configure(
+            r#"{"operations": [{"grpc_path": "/wirelens.v1.Hello/SayHello"}],
+            "grpc_message_max_bytes": 0}"#,
+        );
+        assert_eq!(grpc_call(true), sized);
     }
 
     #[test]
