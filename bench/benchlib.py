@@ -107,10 +107,13 @@ class ToolResult:
     timed_out: bool
 
 
-def run_tool(argv: Sequence[str], timeout_s: float) -> ToolResult:
-    """Run a load tool to completion (killed after timeout_s); return its output and CPU time."""
-    out_path = ROOT / "build" / "bench" / ".tool.out"
-    err_path = ROOT / "build" / "bench" / ".tool.err"
+def run_tool(argv: Sequence[str], timeout_s: float, tag: str = "") -> ToolResult:
+    """Run a load tool to completion (killed after timeout_s); return its output and CPU time.
+
+    tag: a name for its output files, distinct for tools that run at the same time.
+    """
+    out_path = ROOT / "build" / "bench" / f".tool{tag and '.' + tag}.out"
+    err_path = ROOT / "build" / "bench" / f".tool{tag and '.' + tag}.err"
     out_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with open(out_path, "w") as out, open(err_path, "w") as err:
