@@ -78,7 +78,7 @@ jaeger: prereqs ## Jaeger v2 from its Go module -> bin/jaeger
 	@KEY_EXTRA=$(JAEGER_MODULE_VERSION) $(KEYED) jaeger bin/jaeger tools/build-jaeger -- \
 	  tools/build-jaeger $(JAEGER_MODULE_VERSION) $(ROOT)/bin/jaeger
 
-# Keyed on the tarball's contents (and the Node version): cold ~1.5 min, then a hash check.
+# Keyed on the tarball's contents (and the Node version): cold 1.5-3 min, then a hash check.
 jaeger-ui: prereqs ## Jaeger's UI from the vendored source, Node 24 project-local -> build/jaeger-ui (served by Jaeger)
 	@[[ -f $(JAEGER_UI_TARBALL) ]] || { echo "jaeger-ui: $(JAEGER_UI_TARBALL) is missing (the vendored Jaeger UI source; set JAEGER_UI_TARBALL=...)" >&2; exit 1; }
 	@KEY_EXTRA=node-$(NODE_UI_VERSION) $(KEYED) jaeger-ui build/jaeger-ui/index.html '$(JAEGER_UI_TARBALL) tools/build-jaeger-ui' -- \
