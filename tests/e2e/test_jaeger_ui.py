@@ -148,7 +148,19 @@ def test_trace_page_shows_the_span_with_its_wirelens_tags(calls):
     assert tags["wirelens.request.messages"]["value"] == "1" and tags["rpc.grpc.status_code"]["value"] == "0"
     assert "error" not in tags, tags["error"]
     # Envoy's own duplicates of those tags are gone.
-    assert not {"http.status_code", "http.method", "http.protocol"} & tags.keys(), sorted(tags)
+    assert not {"http.status_code", "http.method", "http.protocol", "grpc.status_code"} & tags.keys(), sorted(tags)
+
+
+def test_native_grpc_span_has_its_status_as_a_number(calls):
+    """Native gRPC: an OK call's status may come from Envoy rather than the filter; either way one
+    typed rpc.grpc.status_code tag, no error."""
+    trace_id = calls["trace_ids"]["grpc"][0]
+    page = ui("trace", f"{calls['jaeger']}/trace/{trace_id}", ARTIFACTS / "jaeger-ui-grpc.png")
+    tags = page["tags"]
+    assert page["spans"] == [{"service": SERVICE, "operation": "hello.SayHello"}], page["spans"]
+    assert tags.get("wirelens.protocol") == {"value": "grpc", "kind": "string"}, tags.get("wirelens.protocol")
+    assert tags.get("rpc.grpc.status_code") == {"value": "0", "kind": "number"}, tags.get("rpc.grpc.status_code")
+    assert "grpc.status_code" not in tags and "error" not in tags, sorted(tags)
 
 
 def test_failed_call_is_marked_and_found_by_error_true(calls):
