@@ -45,8 +45,8 @@ help: ## list targets
 
 # ------------------------------------------------------------------ bootstrap
 
-.PHONY: bootstrap prereqs venv rust-target filter proto collector jaeger jaeger-ui services web browser ghz envoy-gateway manifest-tools manifest-schemas
-bootstrap: prereqs venv filter proto collector jaeger jaeger-ui services web ghz envoy-gateway manifest-tools manifest-schemas ## build everything that is missing or stale
+.PHONY: bootstrap prereqs venv rust-target filter proto collector jaeger jaeger-ui services python-services web browser ghz envoy-gateway manifest-tools manifest-schemas
+bootstrap: prereqs venv filter proto collector jaeger jaeger-ui services python-services web ghz envoy-gateway manifest-tools manifest-schemas ## build everything that is missing or stale
 
 prereqs:
 	@tools/check-prereqs
@@ -87,6 +87,9 @@ jaeger-ui: prereqs ## Jaeger's UI from the vendored source, Node 24 project-loca
 services: prereqs ## REST and gRPC services, load generator -> bin/
 	@echo "==> services: go build (incremental)"
 	@cd services && go build -trimpath -o $(ROOT)/bin/ ./cmd/...
+
+python-services: venv ## the Python pair's protobuf/gRPC stubs (grpcio-tools) -> build/python/gen (services/python)
+	@$(KEYED) python-gen build/python/gen/wirelens/v1/math_pb2.py 'proto services/python/gen.sh requirements.txt' -- services/python/gen.sh
 
 web: prereqs ## the browser page (services/web) -> build/web/{index.html,app.js}
 	@$(KEYED) web-deps services/web/node_modules/.package-lock.json services/web/package-lock.json -- bash -c \

@@ -53,6 +53,8 @@ RECORD_FIELDS: list[tuple[str, str, bool]] = [
     ("wirelens.record", _filter_state("record"), True),
     # What Envoy itself knows about the call.
     ("wirelens.run_id", "%REQ(X-WIRELENS-RUN)%", True),
+    # The stack that served the call (go, python): its upstream cluster's metadata.
+    ("wirelens.stack", "%CLUSTER_METADATA(wirelens:stack)%", True),
     ("wirelens.request_id", "%REQ(X-REQUEST-ID)%", False),
     ("http.request.method", "%REQ(:METHOD)%", False),
     ("http.response.status_code", "%RESPONSE_CODE%", False),
@@ -109,6 +111,8 @@ PORT_VARIABLES = (
     "WIRELENS_ENVOY_ADMIN_PORT",
     "WIRELENS_REST_PORT",
     "WIRELENS_GRPC_PORT",
+    "WIRELENS_PYTHON_REST_PORT",
+    "WIRELENS_PYTHON_GRPC_PORT",
     "WIRELENS_COLLECTOR_OTLP_PORT",
 )
 

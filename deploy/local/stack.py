@@ -11,7 +11,8 @@
 
 Components, in start order: ClickHouse (chdb-core engine under a supervisor),
 Jaeger, the OpenTelemetry Collector, logship (ships Envoy's access-log file to
-the Collector), the REST and gRPC services, Envoy with the wirelens filter,
+the Collector), the REST and gRPC services (the Python pair too with
+WIRELENS_STACKS=go,python), Envoy with the wirelens filter,
 procmetrics (CPU and memory of every component, as OTLP metrics). Ports come
 from deploy/local/ports.env, overridden by environment variables of the same
 names. State (pid files, logs, data, Envoy's access-log file and logship's
@@ -88,6 +89,9 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
     state_dir = Path(environ.get("WIRELENS_STATE_DIR", ROOT / ".run" / "local")).resolve()
     settings["WIRELENS_STATE_DIR"] = str(state_dir)
     settings["WIRELENS_ENVOY_CONCURRENCY"] = environ.get("WIRELENS_ENVOY_CONCURRENCY", "2")
+    # Which paired services run behind Envoy (comma-separated): go (always), python
+    # (services/python; calls with x-wirelens-stack: python reach it).
+    settings["WIRELENS_STACKS"] = ",".join(parse_stacks(environ.get("WIRELENS_STACKS", "go")))
     settings["WIRELENS_REQUESTS_TTL_DAYS"] = environ.get("WIRELENS_REQUESTS_TTL_DAYS", "30")
     if not settings["WIRELENS_REQUESTS_TTL_DAYS"].isdigit():
         raise StackError(f"WIRELENS_REQUESTS_TTL_DAYS={settings['WIRELENS_REQUESTS_TTL_DAYS']!r} "
@@ -154,6 +158,30 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
         "WIRELENS_CLICKHOUSE_ENDPOINT",
         f"tcp://127.0.0.1:{settings['WIRELENS_CLICKHOUSE_TCP_PORT']}?dial_timeout=5s")
     return settings
+
+
+STACKS = ("go", "python")
+
+
+def parse_stacks(value: str) -> list[str]:
+    """The stacks of a WIRELENS_STACKS value (go is always one), or StackError."""
+    names = [s.strip() for s in value.split(",") if s.strip()]
+    unknown = [s for s in names if s not in STACKS]
+    if unknown:
+        raise StackError(f"WIRELENS_STACKS={value!r}: unknown stack {', '.join(unknown)}; expected {', '.join(STACKS)}")
+    return [s for s in STACKS if s == "go" or s in names]
+
+
+def _stack_on(name: str) -> Callable[[dict[str, str]], bool]:
+    return lambda s: name in s.get("WIRELENS_STACKS", "go").split(",")
+
+
+def _python_env(settings: dict[str, str]) -> dict[str, str]:
+    return {"PYTHONPATH": os.pathsep.join([str(ROOT / "services" / "python"), str(BUILD / "python" / "gen")])}
+
+
+def _require_python_gen(settings: dict[str, str]) -> None:
+    _require(BUILD / "python" / "gen" / "wirelens" / "v1" / "math_pb2.py", "run `make python-services`")
 
 
 def envoy_binary() -> Path:
@@ -471,6 +499,28 @@ COMPONENTS: list[Component] = [
                            "-listen", f"127.0.0.1:{s['WIRELENS_GRPC_PORT']}"],
         ports=["WIRELENS_GRPC_PORT"],
         ready=lambda s: tcp_open(int(s["WIRELENS_GRPC_PORT"])),
+    ),
+    # The Python pair (services/python): FastAPI on uvicorn, grpcio. With WIRELENS_STACKS=go,python.
+    Component(
+        name="python-rest-service",
+        command=lambda s: [_python(), "-m", "uvicorn", "wirelens_py.rest_server:app", "--host", "127.0.0.1",
+                           "--port", s["WIRELENS_PYTHON_REST_PORT"], "--no-access-log", "--log-level", "warning",
+                           "--timeout-graceful-shutdown", "5"],
+        ports=["WIRELENS_PYTHON_REST_PORT"],
+        ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_PYTHON_REST_PORT']}/healthz"),
+        enabled=_stack_on("python"),
+        env=_python_env,
+        prepare=_require_python_gen,
+    ),
+    Component(
+        name="python-grpc-service",
+        command=lambda s: [_python(), "-m", "wirelens_py.grpc_server",
+                           "--listen", f"127.0.0.1:{s['WIRELENS_PYTHON_GRPC_PORT']}"],
+        ports=["WIRELENS_PYTHON_GRPC_PORT"],
+        ready=lambda s: tcp_open(int(s["WIRELENS_PYTHON_GRPC_PORT"])),
+        enabled=_stack_on("python"),
+        env=_python_env,
+        prepare=_require_python_gen,
     ),
     Component(
         name="envoy",

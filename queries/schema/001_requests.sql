@@ -73,7 +73,8 @@ CREATE TABLE IF NOT EXISTS wirelens.requests
     downstream_header_bytes_sent     UInt32,
     downstream_wire_bytes_received   UInt64,
     downstream_wire_bytes_sent       UInt64,
-    connection_id          UInt64
+    connection_id          UInt64,
+    stack                  LowCardinality(String)
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toDate(timestamp)
@@ -86,6 +87,10 @@ ALTER TABLE wirelens.requests MODIFY TTL toDateTime(timestamp) + toIntervalDay($
 
 -- A table created before url_path existed gets it (empty in older rows).
 ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS url_path String CODEC(ZSTD) AFTER http_route;
+
+-- The stack that served the call (go, python): Envoy's upstream cluster
+-- metadata (envoy/envoy.yaml.tmpl), empty for a call no upstream served.
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS stack LowCardinality(String);
 
 -- The filter's record arrives expanded into attributes by the Collector
 -- (transform/wirelens_record). Envoy writes "-" for a field it has no value
@@ -167,6 +172,8 @@ SELECT
     toUInt32OrZero(attr('envoy.downstream_header_bytes_sent')) AS downstream_header_bytes_sent,
     toUInt64OrZero(attr('envoy.downstream_wire_bytes_received')) AS downstream_wire_bytes_received,
     toUInt64OrZero(attr('envoy.downstream_wire_bytes_sent'))   AS downstream_wire_bytes_sent,
-    toUInt64OrZero(attr('envoy.connection_id'))                AS connection_id
+    toUInt64OrZero(attr('envoy.connection_id'))                AS connection_id,
+    -- a bounded value: Envoy's cluster metadata, never the client's header
+    leftUTF8(attr('wirelens.stack'), 32)                       AS stack
 FROM otel.otel_logs
 WHERE mapContains(LogAttributes, 'wirelens.protocol');

@@ -63,6 +63,7 @@ def stack_on_free_ports(state_dir: Path, artifact_prefix: str, **overrides: str)
 
 @pytest.fixture(scope="session")
 def local_stack(tmp_path_factory):
-    with stack_on_free_ports(tmp_path_factory.mktemp("stack"), "e2e") as settings:
+    # Both pairs of services: the golden tests cover the Python pair too (test_local_stack.py).
+    with stack_on_free_ports(tmp_path_factory.mktemp("stack"), "e2e", WIRELENS_STACKS="go,python") as settings:
         yield settings
     os.environ.pop("WIRELENS_STATE_DIR", None)

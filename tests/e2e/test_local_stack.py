@@ -388,3 +388,91 @@ def test_transcoded_rest_answers_the_same_json_as_native_rest(local_stack, metho
     if path == "/v1/factorial":  # the time it took differs call to call
         native.pop("timeTaken", None), transcoded.pop("timeTaken", None)
     assert transcoded == native
+
+
+# -- the Python pair behind the same Envoy (services/python) ------------------------------
+
+PYTHON_OPERATIONS = ("hello.SayHello", "hello.SayHelloBig", "math.CalculateFactorial")
+STACK_HEADER = "x-wirelens-stack"
+
+
+def test_each_stack_is_a_dimension_of_every_row(local_stack):
+    """The same calls to each pair: exactly N rows per (stack, operation, protocol), the stack from
+    Envoy's cluster metadata, never from the client (a client naming an unknown stack reaches Go, recorded go)."""
+    settings, run_id = local_stack, f"e2e-stacks-{uuid.uuid4().hex[:8]}"
+    calls = 5
+    expected: dict[tuple[str, str, str], int] = {}
+    for stack_name in ("go", "python"):
+        for operation in PYTHON_OPERATIONS:
+            for recorded_as, protocol, port in protocols_for("unary"):
+                result = subprocess.run(
+                    [str(ROOT / "bin" / "loadgen"), "-target", f"127.0.0.1:{settings[port]}", "-protocol", protocol,
+                     "-operation", operation, "-n", str(calls), "-number", "1000", "-run-id", run_id,
+                     "-stack", stack_name, "-timeout", "60s"], capture_output=True, text=True, timeout=120)
+                assert result.returncode == 0, f"{stack_name} {operation} over {recorded_as}: {result.stderr}"
+                assert json.loads(result.stdout.splitlines()[-1])["stack"] == stack_name
+                expected[(stack_name, operation, recorded_as)] = calls
+    conn = http.client.HTTPConnection("127.0.0.1", int(settings["WIRELENS_ENVOY_PORT"]), timeout=10)
+    conn.request("POST", "/v1/hello", body=REST_REQUEST, headers={
+        "content-type": "application/json", "x-wirelens-run": run_id, STACK_HEADER: "python-not"})
+    assert conn.getresponse().read() == REST_REPLY
+    expected[("go", "hello.SayHello", "rest")] += 1
+
+    def seen():
+        return {(s, op, p): int(n) for s, op, p, n in rows(
+            settings, "SELECT stack, operation, protocol, count() FROM wirelens.requests FINAL "
+                      f"WHERE run_id = '{run_id}' GROUP BY stack, operation, protocol")}
+
+    poll(f"{len(expected)} (stack, operation, protocol) groups", seen,
+         lambda s: sum(s.values()) >= sum(expected.values()))
+    assert seen() == expected
+    failures = rows(settings, "SELECT stack, operation, protocol, http_status, grpc_status FROM wirelens.requests "
+                              f"FINAL WHERE run_id = '{run_id}' AND (http_status != 200 OR ifNull(grpc_status, 0) != 0 "
+                              "OR malformed OR upstream_service_ms IS NULL)")
+    assert failures == []
+
+
+def test_python_pair_sends_the_known_bytes(local_stack):
+    """The golden call (hello.SayHello "wirelens") to the Python pair over every protocol: the same
+    body, message and payload bytes as counted independently here (and as the Go pair's, same test above)."""
+    settings, run_id = local_stack, f"e2e-python-known-{uuid.uuid4().hex[:8]}"
+    port, transcode_port = int(settings["WIRELENS_ENVOY_PORT"]), int(settings["WIRELENS_ENVOY_TRANSCODE_PORT"])
+    headers = {"x-wirelens-run": run_id, STACK_HEADER: "python"}
+    bodies = {}
+    for protocol, listener in (("rest", port), ("rest-transcoded", transcode_port)):
+        conn = http.client.HTTPConnection("127.0.0.1", listener, timeout=10)
+        conn.request("POST", "/v1/hello", body=REST_REQUEST, headers={"content-type": "application/json", **headers})
+        response = conn.getresponse()
+        bodies[protocol] = response.read()
+        assert response.status == 200 and json.loads(bodies[protocol]) == json.loads(REST_REPLY), protocol
+    assert bodies["rest"] == REST_REPLY
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("POST", "/wirelens.v1.Hello/SayHello", body=grpc_frame(HELLO_REQUEST),
+                 headers={"content-type": "application/grpc-web+proto", "x-grpc-web": "1", **headers})
+    response = conn.getresponse()
+    bodies["grpc-web"] = response.read()
+    assert bodies["grpc-web"].startswith(grpc_frame(HELLO_REPLY)), bodies["grpc-web"]
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        reply, call = channel.unary_unary("/wirelens.v1.Hello/SayHello").with_call(
+            HELLO_REQUEST, timeout=10, metadata=list(headers.items()))
+    assert call.code() == grpc.StatusCode.OK and reply == HELLO_REPLY
+
+    request, reply_len = len(HELLO_REQUEST), len(HELLO_REPLY)
+    expected = {
+        "rest": (len(REST_REQUEST), len(REST_REPLY), 0, 0, 0, 0),
+        "rest-transcoded": (len(REST_REQUEST), len(REST_REPLY), 0, 0, 0, 0),
+        "grpc": (request + 5, reply_len + 5, 1, 1, request, reply_len),
+        "grpc-web": (request + 5, len(bodies["grpc-web"]), 1, 1, request, reply_len),
+    }
+    columns = ("protocol", "request_body_bytes", "response_body_bytes", "request_messages", "response_messages",
+               "request_message_bytes", "response_message_bytes", "stack", "upstream_host", "operation")
+    found = poll(f"{len(expected)} rows of run {run_id}",
+                 lambda: rows(settings, f"SELECT {', '.join(columns)} FROM wirelens.requests FINAL "
+                                        f"WHERE run_id = '{run_id}' ORDER BY protocol"),
+                 lambda r: len(r) >= len(expected))
+    assert [r[0] for r in found] == sorted(expected), found
+    python_ports = {settings["WIRELENS_PYTHON_REST_PORT"], settings["WIRELENS_PYTHON_GRPC_PORT"]}
+    for protocol, *numbers, stack_name, upstream, operation in found:
+        assert tuple(map(int, numbers)) == expected[protocol], protocol
+        assert (stack_name, operation) == ("python", "hello.SayHello"), protocol
+        assert upstream.rsplit(":", 1)[1] in python_ports, (protocol, upstream)

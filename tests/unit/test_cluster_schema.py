@@ -103,11 +103,13 @@ def test_views_read_the_node_local_source_and_write_where_the_row_belongs():
     assert alter == "ALTER TABLE wirelens.requests_local ON CLUSTER 'prod' MODIFY TTL toDateTime(timestamp) " \
                     "+ toIntervalDay(7)"
     # a column added to an existing table: on both, or the Distributed table cannot carry it
-    add = "ADD COLUMN IF NOT EXISTS url_path String CODEC(ZSTD) AFTER http_route"
-    assert named(stmts, "ALTER TABLE wirelens.requests_local ON CLUSTER 'prod' ADD ") \
-        == f"ALTER TABLE wirelens.requests_local ON CLUSTER 'prod' {add}"
-    assert named(stmts, "ALTER TABLE wirelens.requests ON CLUSTER 'prod' ADD ") \
-        == f"ALTER TABLE wirelens.requests ON CLUSTER 'prod' {add}"
+    for add in ("ADD COLUMN IF NOT EXISTS url_path String CODEC(ZSTD) AFTER http_route",
+                "ADD COLUMN IF NOT EXISTS stack LowCardinality(String)"):
+        column = add.split()[5]
+        assert named(stmts, f"ALTER TABLE wirelens.requests_local ON CLUSTER 'prod' ADD COLUMN IF NOT EXISTS {column} ") \
+            == f"ALTER TABLE wirelens.requests_local ON CLUSTER 'prod' {add}"
+        assert named(stmts, f"ALTER TABLE wirelens.requests ON CLUSTER 'prod' ADD COLUMN IF NOT EXISTS {column} ") \
+            == f"ALTER TABLE wirelens.requests ON CLUSTER 'prod' {add}"
 
 
 def test_a_table_without_a_sharding_key_or_an_unknown_statement_is_refused():

@@ -133,6 +133,7 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdout, stder
 	fs.IntVar(&cfg.Messages, "messages", loadgen.DefaultMessages, "people.RegisterBatch, echo.BiStream: messages per stream")
 	fs.BoolVar(&cfg.Lockstep, "lockstep", false, "echo.BiStream: send each message only after the previous reply (ping-pong, one message in flight); default: pipelined")
 	traceFile := fs.String("trace-ids", "", "if set, write one line \"<protocol>\\t<trace id>\" per successful measured call to this file (truncated first)")
+	fs.StringVar(&cfg.Stack, "stack", "", "if set, sent as the x-wirelens-stack header of every call: the pair of services Envoy routes it to ("+strings.Join(loadgen.Stacks(), "|")+"; none: go); recorded as wirelens.stack")
 	fs.StringVar(&cfg.RunID, "run-id", "", "if set, sent as the x-wirelens-run header of every call; Envoy records it as wirelens.run_id (generated when -clickhouse-url, -compare or -warmup need one)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "hard bound on the whole run, warm-up included; calls not finished by then count as errors (default 30s, or warm-up + -duration + 60s)")
 	scenario := fs.String("scenario", "", "scenario name recorded with the run in wirelens.runs (e.g. e1)")

@@ -43,6 +43,7 @@ type callInfo struct {
 	worker      int
 	traceparent string
 	runID       string
+	stack       string // x-wirelens-stack, if set
 	warmup      bool
 }
 
@@ -239,7 +240,7 @@ func (c *restCaller) call(ctx context.Context, ci callInfo) (callStats, error) {
 		contentType = restapi.ContentTypeProtobuf
 		header.Set("Accept", restapi.ContentTypeProtobuf)
 	}
-	resp, body, err := c.do(ctx, c.method, r.url, contentType, r.body, withRunID(header, ci.runID))
+	resp, body, err := c.do(ctx, c.method, r.url, contentType, r.body, withStack(withRunID(header, ci.runID), ci.stack))
 	if err != nil {
 		return callStats{sent: 1}, fmt.Errorf("%s: %w", name, err)
 	}
@@ -289,6 +290,9 @@ func (c *grpcCaller) call(ctx context.Context, ci callInfo) (callStats, error) {
 	ctx = metadata.AppendToOutgoingContext(ctx, "traceparent", ci.traceparent)
 	if ci.runID != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, RunHeader, ci.runID)
+	}
+	if ci.stack != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, StackHeader, ci.stack)
 	}
 	g := grpcCall{conn: c.conns[ci.worker%len(c.conns)], w: c.w}
 	if ci.warmup {
@@ -546,6 +550,7 @@ func (c *grpcWebCaller) call(ctx context.Context, ci callInfo) (callStats, error
 		"Traceparent": {ci.traceparent},
 		"Accept":      {c.contentType},
 	}, ci.runID)
+	extra = withStack(extra, ci.stack)
 	resp, body, err := c.do(ctx, http.MethodPost, c.url, c.contentType, body, extra)
 	if err != nil {
 		return st, fmt.Errorf("grpc-web %s: %w", c.url, err)
@@ -598,6 +603,14 @@ func snippet(b []byte) string {
 		return fmt.Sprintf("%q...", b[:max])
 	}
 	return fmt.Sprintf("%q", b)
+}
+
+// withStack adds the stack header when a stack was chosen.
+func withStack(h http.Header, stack string) http.Header {
+	if stack != "" {
+		h.Set(StackHeader, stack)
+	}
+	return h
 }
 
 // withRunID adds the run header when the run has an id.

@@ -109,7 +109,7 @@ func (e *engine) do(ctx context.Context, worker int, t ticket, intended time.Tim
 		runID = e.cfg.WarmupRunID()
 	}
 	t0 := time.Now()
-	st, err := e.c.call(ctx, callInfo{i: t.index, worker: worker, traceparent: traceparent, runID: runID, warmup: t.warmup})
+	st, err := e.c.call(ctx, callInfo{i: t.index, worker: worker, traceparent: traceparent, runID: runID, stack: e.cfg.Stack, warmup: t.warmup})
 	end := time.Now()
 	e.rec.record(t, st, err, t0, end, intended)
 	if err == nil && !t.warmup && e.traces != nil {
@@ -404,7 +404,7 @@ func (r *recorder) summary(cfg Config, d *dispenser) (Summary, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := Summary{
-		Protocol: cfg.Protocol, Operation: cfg.Operation, Model: cfg.Model, RunID: cfg.RunID,
+		Protocol: cfg.Protocol, Operation: cfg.Operation, Model: cfg.Model, RunID: cfg.RunID, Stack: cfg.Stack,
 		Calls: r.calls, OK: r.calls - r.failures, Errors: r.failures,
 		P50Ms: r.lat.quantileMs(50), P90Ms: r.lat.quantileMs(90), P95Ms: r.lat.quantileMs(95),
 		P99Ms: r.lat.quantileMs(99), MinMs: r.lat.minMs(), MaxMs: r.lat.maxMs(), MeanMs: r.lat.meanMs(),

@@ -65,6 +65,13 @@ const (
 // proxy-side queries over the run id leave them out.
 const WarmupSuffix = "-warmup"
 
+// StackHeader selects the pair of services a call reaches (envoy/envoy.yaml.tmpl).
+const StackHeader = "x-wirelens-stack"
+
+// Stacks are the pairs of services behind the local Envoy: go (the default,
+// no header needed) and python (services/python).
+func Stacks() []string { return []string{"go", "python"} }
+
 // MaxRunIDLength is how much of a run id wirelens.requests keeps.
 const MaxRunIDLength = 128
 
@@ -115,6 +122,9 @@ type Config struct {
 	Timeout  time.Duration // hard bound on the whole run, warm-up included
 	TraceIDs io.Writer     // if set, gets "<protocol>\t<trace id>\n" per successful measured call
 	RunID    string        // if set, sent as the x-wirelens-run header of every measured call
+	// Stack, if set, is sent as the x-wirelens-stack header of every call:
+	// the local Envoy routes it to that stack's pair of services (Stacks).
+	Stack string
 
 	// Stop, when closed, ends the run gracefully: no new calls start, the
 	// calls in flight finish (within Timeout).
@@ -134,6 +144,7 @@ type Summary struct {
 	Operation string  `json:"operation"`
 	Model     string  `json:"model"`
 	RunID     string  `json:"run_id,omitempty"`
+	Stack     string  `json:"stack,omitempty"`
 	Calls     int     `json:"calls"`
 	OK        int     `json:"ok"`
 	Errors    int     `json:"errors"`
@@ -193,6 +204,9 @@ func (cfg *Config) Validate() error {
 	if n := utf8.RuneCountInString(cfg.RunID + WarmupSuffix); n > MaxRunIDLength {
 		errs = append(errs, fmt.Errorf("-run-id must be at most %d characters (%d with %q): ClickHouse keeps the first %d, got %d",
 			MaxRunIDLength-len(WarmupSuffix), MaxRunIDLength, WarmupSuffix, MaxRunIDLength, n-len(WarmupSuffix)))
+	}
+	if cfg.Stack != "" && !slices.Contains(Stacks(), cfg.Stack) {
+		errs = append(errs, fmt.Errorf("-stack must be one of %s, got %q", strings.Join(Stacks(), "|"), cfg.Stack))
 	}
 	if cfg.Count == 0 {
 		cfg.Count = DefaultCount
@@ -320,6 +334,9 @@ func (cfg *Config) Parameters() map[string]any {
 	p := map[string]any{
 		"target": cfg.Target, "protocol": cfg.Protocol, "operation": cfg.Operation, "model": cfg.Model,
 		"n": cfg.N, "duration_s": cfg.Duration.Seconds(), "timeout_s": cfg.Timeout.Seconds(),
+	}
+	if cfg.Stack != "" {
+		p["stack"] = cfg.Stack
 	}
 	switch cfg.Model {
 	case ModelConcurrent:

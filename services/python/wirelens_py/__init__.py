@@ -1,0 +1,1 @@
+"""The Python pair of wirelens' paired services (services/python/README.md)."""
