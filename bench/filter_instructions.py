@@ -707,8 +707,9 @@ def main(argv: list[str] | None = None) -> int:
             services.start()
         print(f"==> {len(measured)} variants under callgrind, {args.jobs} at a time: "
               f"{', '.join(m.variant for m in measured)}\n    (each: start ≈1 min, then "
-              f"{args.warmup} + {args.requests} calls per load, {args.warmup_streams} + {args.streams} "
-              f"streams of {STREAM_MESSAGES} messages)", flush=True)
+              f"{args.warmup} + {args.requests} calls per load"
+              + (f", {args.warmup_streams} + {args.streams} streams of {STREAM_MESSAGES} messages"
+                 if any("stream" in m.loads(args.loads) for m in measured) else "") + ")", flush=True)
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs)
         try:
             futures = [pool.submit(measure_variant, m, envoy_bin, ports, plugin_config, args,

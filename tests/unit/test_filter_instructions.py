@@ -1,4 +1,4 @@
-"""Unit tests of bench/filter_instructions.py's bookkeeping: differences, dumps, the summary line."""
+"""Unit tests of bench/filter_instructions.py's bookkeeping: differences, targets, dumps, the summary."""
 
 from __future__ import annotations
 
@@ -14,37 +14,60 @@ import filter_instructions as fi  # noqa: E402
 import run_all  # noqa: E402
 
 
-def _measured(per_call: dict[str, dict[str, float]]) -> list:
+def _measured(per: dict[str, dict[str, float]]) -> list:
+    """Variants with instructions per call (per message for `stream`)."""
     out = []
-    for variant, by_load in per_call.items():
-        m = fi.Measured(variant, None, 0, 0)
-        m.results = {load: {"calls": 2000, "instructions": v * 2000, "per_call": v}
-                     for load, v in by_load.items()}
+    for variant, by_load in per.items():
+        base = variant.split("+")[0]
+        m = fi.Measured(variant, base, variant[len(base):], None, 0, 0)
+        for load, v in by_load.items():
+            if load == "stream":
+                m.results[load] = {"calls": 5, "messages": 10_000, "instructions": v * 10_000,
+                                   "per_call": v * 2000, "per_message": v}
+            else:
+                m.results[load] = {"calls": 2000, "instructions": v * 2000, "per_call": v}
         out.append(m)
     return out
 
 
-def test_differences_are_against_empty_and_none_per_load():
+def test_differences_are_against_empty_and_none_of_the_same_shape():
     summary = fi.summarize(_measured({
-        "none": {"rest": 90_000, "grpc": 190_000},
-        "empty": {"rest": 110_000, "grpc": 211_000},
-        "wirelens": {"rest": 130_000, "grpc": 250_000},
-        "candidate": {"rest": 125_000},
+        "none": {"rest": 90_000},
+        "none+exp": {"rest": 300_000, "grpc": 400_000},
+        "empty+exp": {"rest": 320_000, "grpc": 420_000},
+        "wirelens+exp": {"rest": 330_000, "grpc": 460_000},
+        "wirelens+otlp": {"rest": 500_000},
+        "candidate+exp": {"rest": 325_000},
     }), ["rest", "grpc"])
-    rest, grpc = summary["differences"]["rest"], summary["differences"]["grpc"]
-    assert rest["wirelens"]["over_empty"] == 20_000
-    assert rest["wirelens"]["over_none"] == 40_000
-    assert rest["wirelens"]["capacity_vs_none"] == pytest.approx(90 / 130)
-    assert rest["empty"] == {"over_none": 20_000, "capacity_vs_none": pytest.approx(90 / 110)}
-    assert rest["candidate"]["over_empty"] == 15_000
-    assert grpc["wirelens"]["over_empty"] == 39_000
-    assert "candidate" not in grpc  # not measured with that load
+    d = summary["differences"]
+    assert d["wirelens+exp"]["rest"]["over_empty"] == 10_000
+    assert d["wirelens+exp"]["rest"]["over_none"] == 30_000
+    assert d["wirelens+exp"]["rest"]["capacity_vs_none"] == pytest.approx(300 / 330)
+    assert d["empty+exp"]["rest"]["over_empty"] is None
+    assert d["empty+exp"]["rest"]["capacity_vs_none"] == pytest.approx(300 / 320)
+    assert d["candidate+exp"]["rest"]["over_empty"] == 5_000
+    assert "grpc" not in d["candidate+exp"]  # not measured with that load
+    # No none+otlp or empty+otlp: the other shape's baselines are never used.
+    assert d["wirelens+otlp"]["rest"] == {"over_none": None, "over_empty": None, "capacity_vs_none": None}
 
 
-def test_a_missing_baseline_leaves_the_difference_unknown():
-    summary = fi.summarize(_measured({"wirelens": {"rest": 130_000}}), ["rest"])
-    assert summary["differences"]["rest"]["wirelens"] == {
-        "over_empty": None, "over_none": None, "capacity_vs_none": None}
+def test_targets_per_filter_build_in_the_exp_shape():
+    summary = fi.summarize(_measured({
+        "none+exp": {"rest": 300_000, "grpc": 400_000, "stream": 5_000},
+        "empty+exp": {"rest": 320_000, "grpc": 420_000, "stream": 6_000},
+        "wirelens+exp": {"rest": 330_000, "grpc": 460_000, "stream": 10_000},
+        "lever+exp": {"rest": 332_000},
+    }), ["rest", "grpc", "stream"])
+    t = {x["target"]: x["pass"] for x in summary["targets"]["wirelens+exp"]}
+    assert t == {
+        "whole pipeline rest: none+exp / wirelens+exp": True,     # 0.909
+        "whole pipeline grpc: none+exp / wirelens+exp": False,    # 0.870
+        "filter alone rest: wirelens+exp - empty+exp per call": True,   # 10k <= 15k
+        "filter alone grpc: wirelens+exp - empty+exp per call": False,  # 40k > 30k
+        "streamed message: wirelens+exp - empty+exp per message": False,  # 4k > 3k
+    }
+    assert [x["pass"] for x in summary["targets"]["lever+exp"]] == [True, True]  # 0.904, 12k
+    assert "none+exp" not in summary["targets"] and "empty+exp" not in summary["targets"]
 
 
 def test_the_new_dump_is_read_not_an_older_one(tmp_path, monkeypatch):
@@ -62,12 +85,36 @@ def test_the_new_dump_is_read_not_an_older_one(tmp_path, monkeypatch):
     assert calls == [("--dump",)]
 
 
+def test_the_stream_file_holds_echo_requests():
+    frame = fi.STREAM_FRAME
+    assert frame[0] == 0 and int.from_bytes(frame[1:5], "big") == len(frame) - 5
+    assert frame[5:7] == bytes([0x0A, len(fi.STREAM_CONTENT)]) and frame[7:] == fi.STREAM_CONTENT
+    assert fi.echo_message(b"x" * 300)[:3] == b"\x0a\xac\x02"  # a two-byte length varint
+
+
+def test_the_exporters_come_from_render(tmp_path):
+    sys.path.insert(0, str(ROOT / "envoy"))
+    import render  # noqa: PLC0415
+
+    cfg = fi.pipeline_config(None, "{}", "file", 1, 2, 3, 4, 5, tmp_path / "a.jsonl", "n")
+    hcm = cfg["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    log = hcm["access_log"][0]["typed_config"]
+    assert log["log_format"]["json_format"] == render.access_log_line_format()
+    assert hcm["tracing"]["custom_tags"] == render.span_tags()
+    otlp = fi.pipeline_config(None, "{}", "otlp", 1, 2, 3, 4, 5, None, "n")
+    hcm = otlp["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    assert hcm["access_log"] == [render.access_logger("otlp")]
+
+
 def test_run_all_summarizes_the_results_file():
-    data = {"meta": {"requests": 2000, "quick": False, "wasm": {"wirelens": {"sha256": "abc"}}},
+    data = {"meta": {"requests": 2000, "streams": 5, "stream_messages": 1000, "quick": False,
+                     "wasm": {"wirelens": {"sha256": "abc"}}},
             "summary": fi.summarize(_measured({
-                "none": {"rest": 90_000}, "empty": {"rest": 110_000}, "wirelens": {"rest": 130_000}}),
-                ["rest"]),
+                "none+exp": {"rest": 300_000}, "empty+exp": {"rest": 320_000},
+                "wirelens+exp": {"rest": 330_000}}), ["rest"]),
+            "memory": {"stream_bytes": 1 << 30, "extra_growth_kib": 512, "pass": True},
             "problems": []}
     lines = run_all.filter_instructions_summary(json.loads(json.dumps(data)))
-    assert lines[1] == ("rest  instructions/call none 90.0k, empty 110.0k, wirelens 130.0k: "
-                        "wirelens over empty +20.0k, capacity vs none 0.692")
+    assert lines[3] == "wirelens+exp     REST/call 330.0k (+10.0k over empty)"
+    assert any(line.strip().startswith("whole pipeline rest") and line.endswith("PASS") for line in lines)
+    assert lines[-1].endswith("+512 KiB <= 1,024 KiB PASS")
