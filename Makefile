@@ -37,7 +37,7 @@ export PATH        := $(ROOT)/bin:$(HOME)/.cargo/bin:$(PATH)
 
 PY     := $(ROOT)/.venv/bin/python
 KEYED  := $(ROOT)/tools/keyed
-STACK  := $(PY) deploy/local/stack.py
+STACKCTL := $(PY) deploy/local/stack.py
 
 .PHONY: help
 help: ## list targets
@@ -136,13 +136,13 @@ clickhouse-replication-probe: venv zookeeper ## can the embedded ClickHouse repl
 
 .PHONY: up down status gateway-up gateway-down gateway-demo manifests
 up: bootstrap ## start the local stack (ports: deploy/local/ports.env)
-	@$(STACK) up
+	@$(STACKCTL) up
 
 down: ## stop what `make up` started
-	@if [[ -x $(PY) ]]; then $(STACK) down; else echo "nothing to stop (no .venv)"; fi
+	@if [[ -x $(PY) ]]; then $(STACKCTL) down; else echo "nothing to stop (no .venv)"; fi
 
 status: ## each component: pid, port, health; drop counters; where the ClickHouse passwords are
-	@$(STACK) status
+	@$(STACKCTL) status
 
 GATEWAY := $(PY) deploy/envoy-gateway/gateway.py
 
@@ -166,10 +166,11 @@ DEMO_CALLS ?= 300
 demo: up ## start the stack, send traffic over every protocol, print the comparison, then the quick E1–E5
 	@$(PY) deploy/local/demo.py --calls $(DEMO_CALLS)
 	@$(PY) deploy/local/experiments.py --no-start
+	@echo "Other stacks (the same operations on the Python pair, FastAPI and grpcio, behind the same Envoy): make experiments STACK=python (or STACK=all)"
 
 .PHONY: experiments
-experiments: up ## reproduce E1–E5 (quick -> build/experiments/quick.md; FULL=1: published sizes -> docs/experiments.md, ~25 min)
-	@$(PY) deploy/local/experiments.py $(if $(FULL),--full)
+experiments: up ## reproduce E1–E5 (quick -> build/experiments/quick.md; FULL=1: published sizes -> docs/experiments.md, ~25 min); STACK=go|python|all: E1, E2 per stack, protocol versus stack -> build/experiments/stacks-*.md
+	@$(if $(STACK),$(PY) deploy/local/stacks.py --stacks $(STACK) $(if $(FULL),--full),$(PY) deploy/local/experiments.py $(if $(FULL),--full))
 
 test: bootstrap test-unit test-e2e ## every test
 

@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""Protocol or framework? The reference experiments per stack, measured at the proxy (issue 20).
+
+    stacks.py --stacks all              E1 and E2 on every stack that serves them -> build/experiments/stacks-quick.md
+    stacks.py --stacks python --full    the published sizes                       -> build/experiments/stacks-full.md
+
+Each experiment's REST and gRPC steps (scenarios/e1.json, e2.json) run once per
+stack through the same Envoy and filter, `loadgen -stack <stack>` choosing the
+pair of services (x-wirelens-stack; envoy/envoy.yaml.tmpl). The Go pair is
+always measured too: it is the reference column. Then, from ClickHouse:
+queries/protocol_vs_stack.sql (per operation and stack, gRPC / REST median at
+the proxy with a bootstrap interval, upstream and Envoy time, body bytes) and
+the CPU per call of each stack's service processes and of Envoy (procmetrics'
+process.cpu.time over each step's window). The report puts the published
+ratio, the seed's stack and the Go pair side by side and says, per
+operation, whether the published direction follows the protocol (the same
+on every stack) or the framework (one stack only).
+
+Stacks: go, python (services/python). jvm is not built yet (issue 20).
+The stack is started with the Python pair if it is not up; it keeps running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+import experiments as ex  # noqa: E402
+import stack  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "queries"))
+import saved  # noqa: E402
+
+# What each stack serves, per experiment (the seed's stack first in SEED).
+SERVES = {
+    "go": {"e1", "e2", "e3", "e4", "e5"},
+    "python": {"e1", "e2"},  # services/python: factorial, hello, hello-big
+}
+SEED = {"e1": "python", "e2": "jvm", "e3": "jvm", "e4": "jvm", "e5": "go"}
+EXPERIMENTS = ("e1", "e2")
+# Published gRPC / REST ratios (../shared/EXPERIMENTS.md): E1 medians (5 vs 9 ms),
+# E2 totals of 1000 sequential calls (small 493 vs 728 ms, big 586 vs 749 ms).
+PUBLISHED = {
+    "math.CalculateFactorial": (5 / 9, "E1 median 5 ms vs 9 ms (Python: grpcio vs FastAPI)"),
+    "hello.SayHello": (493 / 728, "E2 small, 1000 calls 493 ms vs 728 ms (Kotlin: grpc-java vs WebFlux)"),
+    "hello.SayHelloBig": (586 / 749, "E2 big, 1000 calls 586 ms vs 749 ms (Kotlin: grpc-java vs WebFlux)"),
+}
+SERVICES = {"go": ("rest-service", "grpc-service"), "python": ("python-rest-service", "python-grpc-service")}
+E2_CPU = "E2 published CPU: REST 13.6 %, gRPC 17.6 % of the machine (gRPC ≈30 % more), Kotlin/JVM"
+
+
+def parse_stacks(value: str) -> list[str]:
+    names = ["go", "python", "jvm"] if value == "all" else [s.strip() for s in value.split(",") if s.strip()]
+    if "jvm" in names:
+        print("stacks: the JVM pair is not built yet (issue 20): measuring the others", file=sys.stderr)
+        names = [n for n in names if n != "jvm"]
+    unknown = [n for n in names if n not in SERVES]
+    if unknown:
+        raise SystemExit(f"--stacks: unknown {', '.join(unknown)} (go, python, jvm, all)")
+    return ["go"] + [n for n in names if n != "go"]  # the Go pair is the reference column
+
+
+def steps_for(stacks: list[str], size: str) -> list[dict]:
+    out = []
+    for exp in EXPERIMENTS:
+        for st in stacks:
+            if exp not in SERVES[st]:
+                continue
+            for step in ex.expand_steps(ex.load_scenario(exp), size):
+                if step["params"]["protocol"] in ("rest", "grpc") and step["params"].get("target") != "transcode":
+                    out.append({**step, "exp": exp, "stack": st})
+    return out
+
+
+def cpu_per_call(settings: dict[str, str], run_id: str, services: tuple[str, ...]) -> dict[str, float | None]:
+    """CPU ms per call of the stack's services and of Envoy over one step's window (first..last call)."""
+    sql = """
+        WITH w AS (SELECT min(timestamp) AS t0, max(timestamp) AS t1, count() AS calls
+                   FROM wirelens.requests FINAL WHERE run_id = {run:String})
+        SELECT ServiceName AS service,
+               sum(rate) * any(window_s) * 1000 / any(calls) AS cpu_ms_per_call
+        FROM (
+            SELECT ServiceName, cityHash64(ResourceAttributes, Attributes) AS series,
+                   (argMax(Value, TimeUnix) - argMin(Value, TimeUnix)) / (max(TimeUnix) - min(TimeUnix)) AS rate,
+                   any(dateDiff('microsecond', w.t0, w.t1)) / 1e6 AS window_s, any(w.calls) AS calls
+            FROM otel.otel_metrics_sum CROSS JOIN w
+            WHERE MetricName = 'process.cpu.time' AND AggregationTemporality = 2
+              AND ServiceName IN {services:Array(String)}
+              AND TimeUnix >= w.t0 AND TimeUnix <= w.t1
+            GROUP BY ServiceName, series
+            HAVING max(TimeUnix) > min(TimeUnix))
+        GROUP BY ServiceName"""
+    rows = ex.ch_rows(settings, sql, {"run": run_id, "services": ex.ch_array([*services, "envoy"])})
+    got = {r["service"]: float(r["cpu_ms_per_call"]) for r in rows}
+    return {"service": sum(got[s] for s in services if s in got) if any(s in got for s in services) else None,
+            "envoy": got.get("envoy")}
+
+
+def verdict(ratios: dict[str, dict], published: float) -> str:
+    """Protocol: every stack's interval on the published side of 1; framework: the stacks disagree."""
+    sides = {}
+    for st, r in ratios.items():
+        lo, hi = r.get("median_ci_low"), r.get("median_ci_high")
+        if lo in (None, "\\N") or hi in (None, "\\N"):
+            continue
+        sides[st] = "grpc" if float(hi) < 1 else "rest" if float(lo) > 1 else "tie"
+    want = "grpc" if published < 1 else "rest"
+    if not sides:
+        return "no interval"
+    if all(s == want for s in sides.values()):
+        return f"protocol: {want} faster on every stack ({', '.join(sides)}), as published"
+    same = [st for st, s in sides.items() if s == want]
+    other = {st: s for st, s in sides.items() if s != want}
+    if same:
+        return (f"framework: the published direction ({want} faster) holds on {', '.join(same)} only; "
+                + ", ".join(f"{st}: {'tie' if s == 'tie' else s + ' faster'}" for st, s in other.items()))
+    return "neither: no stack shows the published direction (" + \
+        ", ".join(f"{st}: {'tie' if s == 'tie' else s + ' faster'}" for st, s in sides.items()) + ")"
+
+
+def fmt(x, digits: int = 2) -> str:
+    if x in (None, "\\N", ""):
+        return "—"
+    return f"{float(x):.{digits}f}"
+
+
+def render(results: dict, stacks: list[str], size: str) -> str:
+    lines = [f"# Protocol versus stack ({size})", "",
+             f"Stacks measured: {', '.join(stacks)} (JVM: not built yet). Session `{results['session']}`, "
+             f"{results['started']} – {results['ended']}. Ratios are gRPC ÷ REST of the median duration at the "
+             "proxy (the wirelens filter in Envoy), 95 % bootstrap interval in brackets (queries/protocol_vs_stack.sql); "
+             "below 1 gRPC is faster. upstream = Envoy's x-envoy-upstream-service-time (service + framework), "
+             "Envoy = duration minus upstream, medians in ms.", "",
+             "| operation | published gRPC÷REST | " + " | ".join(f"{s} gRPC÷REST" for s in stacks)
+             + " | " + " | ".join(f"{s} upstream REST/gRPC ms" for s in stacks)
+             + " | " + " | ".join(f"{s} Envoy REST/gRPC ms" for s in stacks) + " | resp body REST/gRPC B |",
+             "|" + "---|" * (3 + 3 * len(stacks))]
+    by = {(r["operation"], r["stack"]): r for r in results["rows"]}
+    verdicts = []
+    for op, (pub, note) in PUBLISHED.items():
+        rs = {s: by.get((op, s)) for s in stacks}
+        if not any(rs.values()):
+            continue
+        cells = [f"{fmt(r['median_ratio'])} [{fmt(r['median_ci_low'])}–{fmt(r['median_ci_high'])}]" if r else "—"
+                 for r in rs.values()]
+        ups = [f"{fmt(r['upstream_rest_ms'], 0)} / {fmt(r['upstream_grpc_ms'], 0)}" if r else "—" for r in rs.values()]
+        prox = [f"{fmt(r['proxy_rest_ms'], 0)} / {fmt(r['proxy_grpc_ms'], 0)}" if r else "—" for r in rs.values()]
+        any_r = next(r for r in rs.values() if r)
+        body = f"{fmt(any_r['resp_body_rest_b'], 0)} / {fmt(any_r['resp_body_grpc_b'], 0)}"
+        lines.append(f"| `{op}` | {pub:.2f} | " + " | ".join(cells) + " | " + " | ".join(ups) + " | "
+                     + " | ".join(prox) + f" | {body} |")
+        verdicts.append(f"- `{op}` ({note}): {verdict({s: r for s, r in rs.items() if r}, pub)}.")
+    lines += ["", "Medians at the proxy, ms (REST / gRPC):", ""]
+    for op in PUBLISHED:
+        parts = [f"{s} {fmt(by[(op, s)]['median_rest_ms'])} / {fmt(by[(op, s)]['median_grpc_ms'])}"
+                 for s in stacks if (op, s) in by]
+        if parts:
+            lines.append(f"- `{op}`: " + "; ".join(parts))
+    lines += ["", "## What follows the protocol, what follows the framework", ""] + verdicts
+    lines += ["", "## CPU per call per stack", "",
+              "From procmetrics' process.cpu.time of the stack's service processes (REST and gRPC servers) and of "
+              "Envoy, over each step's window (first to last call), divided by its calls. "
+              + E2_CPU + " — a share of the machine, not per call; the ratio gRPC ÷ REST is what compares.", "",
+              "| experiment | stack | operation | protocol | calls | service CPU ms/call | Envoy CPU ms/call |",
+              "|---|---|---|---|---|---|---|"]
+    for s in results["steps"]:
+        lines.append(f"| {s['exp']} | {s['stack']} | `{s['operation']}` | {s['protocol']} | {s['calls']} | "
+                     f"{fmt(s['cpu']['service'], 3)} | {fmt(s['cpu']['envoy'], 3)} |")
+    lines += ["", "A dash: fewer than two process samples (one a second) inside the step's window "
+              "(a step shorter than ~2 s)."]
+    return "\n".join(lines) + "\n"
+
+
+def run(settings: dict[str, str], stacks: list[str], size: str, out: Path, log=print) -> int:
+    wanted = ",".join(sorted(set(stacks) | {"go"}))
+    if any(name not in settings["WIRELENS_STACKS"].split(",") for name in stacks):
+        raise SystemExit(f"the stack settings run {settings['WIRELENS_STACKS']}: set WIRELENS_STACKS={wanted}")
+    ex.ensure_stack(settings, log)
+    session = f"stacks-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+    started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1)
+    steps, expected, failed = [], {}, 0
+    for step in steps_for(stacks, size):
+        run_id = f"{session}-{step['exp']}-{step['stack']}-{step['name']}"
+        argv = ex.loadgen_argv(settings, step, run_id, step["exp"], ex.step_timeout(step["params"]))
+        argv += ["-stack", step["stack"]]
+        log(f"  {step['exp']} {step['stack']:<7} {step['name']:<18} {ex.describe_step(step)}")
+        code, summary, _ = ex.run_step(argv, ex.step_timeout(step["params"]) + 60)
+        if code != 0 or not summary:
+            log(f"    loadgen exit {code}")
+            failed += 1
+        calls = (summary or {}).get("calls", 0)
+        expected[run_id] = calls
+        steps.append({"exp": step["exp"], "stack": step["stack"], "name": step["name"], "run_id": run_id,
+                      "operation": step["params"]["operation"], "protocol": step["params"]["protocol"],
+                      "calls": calls, "client": summary})
+    ended = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=1)
+    seen = ex.wait_for_rows(settings, expected)
+    if seen != expected:
+        log(f"  rows per run differ from the calls: {seen} != {expected}")
+        failed += 1
+    time.sleep(2.5)  # procmetrics samples once a second: let the last window's closing sample land
+    for s in steps:
+        s["cpu"] = cpu_per_call(settings, s["run_id"], SERVICES[s["stack"]])
+    text = saved.run(ex.clickhouse_url(settings), saved.saved_query("protocol_vs_stack"),
+                     {"since": f"{started:%Y-%m-%d %H:%M:%S.%f}"[:23], "until": f"{ended:%Y-%m-%d %H:%M:%S.%f}"[:23],
+                      "run_id": "", "resamples": "400"}, "JSONEachRow")
+    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    results = {"session": session, "size": size, "stacks": stacks, "started": f"{started:%Y-%m-%d %H:%M:%S}Z",
+               "ended": f"{ended:%Y-%m-%d %H:%M:%S}Z", "rows": rows, "steps": steps}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(results, stacks, size))
+    out.with_suffix(".json").write_text(json.dumps(results, indent=1))
+    log(f"wrote {out} (+ .json)")
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stacks", default="all", help="go, python, jvm, comma-separated, or all (default)")
+    parser.add_argument("--full", action="store_true", help="the published sizes (E1: 3 min per protocol and stack)")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    stacks = parse_stacks(args.stacks)
+    size = "full" if args.full else "quick"
+    environ = dict(os.environ)
+    environ.setdefault("WIRELENS_STACKS", ",".join(stacks))
+    settings = stack.load_settings(environ)
+    out = args.out or ROOT / "build" / "experiments" / f"stacks-{size}.md"
+    return run(settings, stacks, size, out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+-- Question: per operation, is gRPC faster or slower than REST on each stack
+-- (the pair of services behind Envoy: go, python, ...), and does the answer
+-- follow the protocol (same direction on every stack) or the framework?
+--
+-- One row per (operation, stack) with calls over both rest and grpc.
+-- median_ratio is gRPC's median duration at the proxy / REST's (below 1: gRPC
+-- is faster), with its 95 % bootstrap interval, computed as in
+-- compare_protocols (each resample's median drawn from its exact order
+-- statistic distribution, {resamples} resamples per side). The upstream
+-- columns are the medians of Envoy's x-envoy-upstream-service-time (ms: time
+-- in the service and its framework); proxy_*_ms the medians of Envoy's
+-- duration minus it (ms: time in Envoy), so a ratio can be read as the
+-- service's or the proxy's. resp_body_* are the mean response body bytes.
+--
+-- Sampling: quantiles over the recorded calls (queries/README.md, "Sampling");
+-- n_rest and n_grpc count recorded calls.
+--
+-- Parameters:
+--   {since:DateTime64(3)}  window start (inclusive)
+--   {until:DateTime64(3)}  window end (exclusive)
+--   {run_id:String}        a load run's id, or '' for every call in the window
+--   {resamples:UInt16}     bootstrap resamples (200 is plenty for a 95 % interval)
+WITH
+    samples AS
+    (
+        SELECT
+            operation,
+            stack,
+            arraySort(groupArrayIf(duration_us, protocol = 'rest'))                  AS a,
+            arraySort(groupArrayIf(duration_us, protocol = 'grpc'))                  AS b,
+            medianExactIf(upstream_service_ms, protocol = 'rest')                    AS upstream_rest,
+            medianExactIf(upstream_service_ms, protocol = 'grpc')                    AS upstream_grpc,
+            medianExactIf(toInt64(envoy_duration_ms) - upstream_service_ms, protocol = 'rest') AS proxy_rest,
+            medianExactIf(toInt64(envoy_duration_ms) - upstream_service_ms, protocol = 'grpc') AS proxy_grpc,
+            avgIf(response_body_bytes, protocol = 'rest')                            AS body_rest,
+            avgIf(response_body_bytes, protocol = 'grpc')                            AS body_grpc
+        FROM wirelens.requests FINAL
+        PREWHERE protocol IN ('rest', 'grpc')
+             AND ({run_id:String} = '' OR run_id = {run_id:String})  -- before FINAL: exact, faster (README)
+        WHERE timestamp >= {since:DateTime64(3)}
+          AND timestamp < {until:DateTime64(3)}
+          AND stack != ''
+        GROUP BY
+            operation,
+            stack
+        HAVING length(a) > 0 AND length(b) > 0
+    ),
+    (n, level) -> toUInt64(floor(level * n)) + 1                                     AS rank,
+    (m, salt) -> if(m <= 32,
+                    -arraySum(arrayMap(i -> log(1 - randCanonical(i + salt)), range(toUInt64(least(m, 32))))),
+                    m * pow(greatest(1 - 1 / (9 * m) + randNormal(0, 1, salt) / (3 * sqrt(m)), 0), 3)) AS gamma,
+    (s, k, salt) -> s[least(length(s), greatest(1, toUInt64(ceil(
+                        length(s) * gamma(k, salt) / (gamma(k, salt) + gamma(length(s) + 1 - k, salt + 1))))))]
+                                                                                     AS resampled,
+    (s, level, salt) -> arrayMap(r -> resampled(s, rank(length(s), level), 8 * r + salt),
+                                 range({resamples:UInt16}))                          AS bootstrap,
+    (x, y) -> arrayReduce('quantilesExactInclusive(0.025, 0.975)',
+                          arrayMap((u, v) -> v / u, x, y))                            AS ratio_ci,
+    boot AS
+    (
+        SELECT
+            *,
+            if({resamples:UInt16} > 0, ratio_ci(bootstrap(a, 0.5, 0), bootstrap(b, 0.5, 2)), []) AS ci
+        FROM samples
+    )
+SELECT
+    operation,
+    stack,
+    length(a)                                                                        AS n_rest,
+    length(b)                                                                        AS n_grpc,
+    round(a[rank(length(a), 0.5)] / 1000, 3)                                         AS median_rest_ms,
+    round(b[rank(length(b), 0.5)] / 1000, 3)                                         AS median_grpc_ms,
+    round(b[rank(length(b), 0.5)] / a[rank(length(a), 0.5)], 3)                      AS median_ratio,
+    if(empty(ci), NULL, round(ci[1], 3))                                             AS median_ci_low,
+    if(empty(ci), NULL, round(ci[2], 3))                                             AS median_ci_high,
+    upstream_rest                                                                    AS upstream_rest_ms,
+    upstream_grpc                                                                    AS upstream_grpc_ms,
+    proxy_rest                                                                       AS proxy_rest_ms,
+    proxy_grpc                                                                       AS proxy_grpc_ms,
+    round(body_rest, 1)                                                              AS resp_body_rest_b,
+    round(body_grpc, 1)                                                              AS resp_body_grpc_b
+FROM boot
+ORDER BY
+    operation ASC,
+    stack ASC;
