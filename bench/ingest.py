@@ -53,6 +53,8 @@ sys.path.insert(0, str(ROOT / "envoy"))
 import render  # noqa: E402  (envoy/render.py: the access-log line format)
 import stack  # noqa: E402  (deploy/local/stack.py: the components as shipped)
 
+SHORT = render.record_short_names()  # the names the filter publishes the record under
+
 OUT_DIR = ROOT / "build" / "bench"
 JSON_OUT = OUT_DIR / "ingest.json"
 DEFAULT_CALLS = 200_000
@@ -159,7 +161,8 @@ def write_access_log(path: Path, calls: int, protocols: tuple[str, ...], seed: i
             if n % 100 == 0:
                 connection += 1
             attributes = {**envoy, "envoy.connection_id": connection,
-                          "wirelens.record": json.dumps(rec, separators=(",", ":")),
+                          "wirelens.record": json.dumps({SHORT[k]: v for k, v in rec.items()},
+                                                        separators=(",", ":")),
                           "wirelens.request_id": str(uuid.UUID(int=rng.getrandbits(128))),
                           "wirelens.run_id": "bench-ingest"}
             if n == 0:

@@ -85,6 +85,29 @@ RECORD_FIELDS: list[tuple[str, str, bool]] = [
     ("envoy.connection_id", "%CONNECTION_ID%", False),
 ]
 
+RECORD_SOURCE = HERE.parent / "filters" / "core" / "src" / "record.rs"
+
+
+def record_short_names() -> dict[str, str]:
+    """Attribute name -> the short name the filter publishes it under in wirelens.record.
+
+    Read from the filter's source (filters/core/src/record.rs, modules `keys`
+    and `wire`), the one definition; for fixtures that play the filter's
+    part (bench/ingest.py, tests) and the Collector config check.
+    """
+    import re  # noqa: PLC0415
+
+    source = RECORD_SOURCE.read_text()
+
+    def consts(module: str) -> dict[str, str]:
+        start = source.index(f"pub mod {module} {{")
+        end = source.index("\n}\n", start)
+        return dict(re.findall(r'pub const (\w+): &str = "([^"]+)";', source[start:end]))
+
+    attributes, short = consts("keys"), consts("wire")
+    return {attributes[const]: short[const] for const in attributes}
+
+
 ACCESS_LOG_SINKS = ("otlp", "file")
 
 # The resource of every access-log record. The OTel access logger adds

@@ -31,6 +31,8 @@ from conftest import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "bin"
+sys.path.insert(0, str(ROOT / "envoy"))
+import render  # noqa: E402  (the short names the filter publishes the record under)
 DEADLINE_S = 60
 
 # The stock users.xml of the clickhouse/clickhouse-server image, in short: the
@@ -212,14 +214,17 @@ def test_cluster_configs_carry_a_record_into_wirelens_requests(tmp_path, process
              processes)
     assert "toIntervalDay(7)" in query(http_port, "SHOW CREATE TABLE wirelens.requests")
 
-    # One access-log record, as Envoy writes it, through logship and the Collector.
+    # One access-log record, as Envoy writes it (the filter's short names),
+    # through logship and the Collector.
+    short = render.record_short_names()
     record = {"wirelens.protocol": "grpc-web", "wirelens.operation": "hello.SayHello",
               "rpc.service": "wirelens.v1.Hello", "rpc.method": "SayHello", "wirelens.streaming": "unary",
               "rpc.grpc.status_code": 0, "wirelens.request.header.size": 311, "http.request.body.size": 17,
               "http.response.body.size": 29, "wirelens.duration_us": 850}
     line = {"time": f"{time.time():.9f}", "trace_id": "0af7651916cd43dd8448eb211c80319c",
             "span_id": "b7ad6b7169203331", "body": "POST /wirelens.v1.Hello/SayHello HTTP/1.1 200",
-            "attributes": {"wirelens.record": json.dumps(record), "wirelens.run_id": "k8s-config",
+            "attributes": {"wirelens.record": json.dumps({short[k]: v for k, v in record.items()}),
+                           "wirelens.run_id": "k8s-config",
                            "wirelens.request_id": "k8s-config-1", "http.request.method": "POST",
                            "http.response.status_code": "200", "network.protocol.version": "HTTP/1.1"}}
     access_log = tmp_path / "access.jsonl"

@@ -130,17 +130,25 @@ def test_unreachable_clickhouse_names_the_url():
         saved.run(url, "SELECT 1", {})
 
 
-def test_the_collector_makes_every_integer_field_of_the_record_an_int_span_tag():
-    """collector/config.yaml converts exactly the record's integer keys (filters/README.md)."""
+def test_the_collector_expands_every_short_name_of_the_record():
+    """collector/config.yaml maps each short name the filter publishes (filters/core/src/record.rs)
+    to its attribute, on logs and spans, and makes exactly the integer keys (filters/README.md)
+    int span tags."""
     import re
+    short = render.record_short_names()
+    assert len(short) == 31 and len(set(short.values())) == 31
     readme = (ROOT / "filters" / "README.md").read_text()
     numbers = re.findall(r"^\| `([a-z_.]+)` \| number \|", readme, re.M)
     integers = [k for k in numbers if k != "wirelens.sample_rate"]  # 0.25 stays a double
     assert len(integers) == 22, integers
     config = (ROOT / "collector" / "config.yaml").read_text()
-    converted = re.findall(r'set\(span\.attributes\["([a-z_.]+)"\], Int\(span\.attributes\["\1"\]\)\)',
-                           config)
-    assert converted == integers
+    logs = dict(re.findall(r'set\(log\.attributes\["([a-z_.]+)"\], log\.cache\["(\w+)"\]\)', config))
+    assert logs == short
+    span_ints = dict(re.findall(r'set\(span\.attributes\["([a-z_.]+)"\], Int\(span\.cache\["(\w+)"\]\)\)',
+                                config))
+    span_others = dict(re.findall(r'set\(span\.attributes\["([a-z_.]+)"\], span\.cache\["(\w+)"\]\)', config))
+    assert sorted(span_ints) == sorted(integers)
+    assert {**span_ints, **span_others} == short
 
 
 def test_experiment_load_wording_tells_other_work_from_the_runs_own_load():

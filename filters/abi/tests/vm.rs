@@ -277,7 +277,7 @@ fn host_calls_per_lifecycle() {
     // gRPC: 1 clock + 1 map read at request headers, 1 body read + 1 clock
     // at request end, the response map's size (trailers follow) + 1 clock at
     // response headers, 1 body read, the trailers' size (`grpc-status: 0`
-    // cannot hold a grpc-message, so no copy) + 1 clock, 1 set_property.
+    // cannot hold a status and a message, so no copy) + 1 clock, 1 set_property.
     // Each is Envoy CPU (bench/README.md): change these counts on purpose.
     let counts = vm.host().call_counts();
     assert_eq!(

@@ -30,5 +30,5 @@ pub mod sample;
 pub use classify::{classify, Protocol};
 pub use config::{Config, Fields, Options};
 pub use opmap::{ConfigError, OpMap, Streaming};
-pub use record::{BodySource, Call, Record, KEYS, PROPERTY_RECORD};
+pub use record::{BodySource, Call, Record, KEYS, PROPERTY_RECORD, WIRE_KEYS};
 pub use sample::Sampler;

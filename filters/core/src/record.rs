@@ -69,6 +69,45 @@ pub mod keys {
     pub const SAMPLE_RATE: &str = "wirelens.sample_rate";
 }
 
+/// The short names the record is published under (`Record::write_json`),
+/// one per entry of [`keys`]. Envoy pays for every byte of the record it
+/// exports (the access-log line, the span tag): the attribute names were
+/// two thirds of it (`docs/performance.md`). The Collector maps them back
+/// (collector/config.yaml, `transform/wirelens_record`).
+pub mod wire {
+    pub const PROTOCOL: &str = "pr";
+    pub const OPERATION: &str = "op";
+    pub const RPC_SERVICE: &str = "sv";
+    pub const RPC_METHOD: &str = "md";
+    pub const STREAMING: &str = "sg";
+    pub const ROUTE: &str = "rt";
+    pub const URL_PATH: &str = "up";
+    pub const GRPC_STATUS: &str = "gs";
+    pub const GRPC_MESSAGE: &str = "gm";
+    pub const REQ_HEADER_SIZE: &str = "qh";
+    pub const RESP_HEADER_SIZE: &str = "sh";
+    pub const RESP_TRAILER_SIZE: &str = "tr";
+    pub const REQ_BODY_SIZE: &str = "qb";
+    pub const RESP_BODY_SIZE: &str = "sb";
+    pub const REQ_MESSAGES: &str = "qm";
+    pub const RESP_MESSAGES: &str = "sm";
+    pub const REQ_MESSAGE_BYTES: &str = "qmb";
+    pub const REQ_MESSAGE_MIN: &str = "qmn";
+    pub const REQ_MESSAGE_MAX: &str = "qmx";
+    pub const RESP_MESSAGE_BYTES: &str = "smb";
+    pub const RESP_MESSAGE_MIN: &str = "smn";
+    pub const RESP_MESSAGE_MAX: &str = "smx";
+    pub const REQ_FRAMING_BYTES: &str = "qf";
+    pub const RESP_FRAMING_BYTES: &str = "sf";
+    pub const REQ_COMPRESSED: &str = "qc";
+    pub const RESP_COMPRESSED: &str = "sc";
+    pub const TTFB_US: &str = "tt";
+    pub const DURATION_US: &str = "du";
+    pub const REQ_DURATION_US: &str = "qd";
+    pub const MALFORMED: &str = "mf";
+    pub const SAMPLE_RATE: &str = "sr";
+}
+
 /// Every key the record can hold, in the fixed order they appear in (keys
 /// with an unknown value are omitted).
 pub const KEYS: [&str; 31] = [
@@ -104,6 +143,46 @@ pub const KEYS: [&str; 31] = [
     keys::MALFORMED,
     keys::SAMPLE_RATE,
 ];
+
+/// [`KEYS`] as published: `WIRE_KEYS[i]` is the short name of `KEYS[i]`.
+pub const WIRE_KEYS: [&str; 31] = [
+    wire::PROTOCOL,
+    wire::OPERATION,
+    wire::RPC_SERVICE,
+    wire::RPC_METHOD,
+    wire::STREAMING,
+    wire::ROUTE,
+    wire::URL_PATH,
+    wire::GRPC_STATUS,
+    wire::GRPC_MESSAGE,
+    wire::REQ_HEADER_SIZE,
+    wire::RESP_HEADER_SIZE,
+    wire::RESP_TRAILER_SIZE,
+    wire::REQ_BODY_SIZE,
+    wire::RESP_BODY_SIZE,
+    wire::REQ_MESSAGES,
+    wire::RESP_MESSAGES,
+    wire::REQ_MESSAGE_BYTES,
+    wire::REQ_MESSAGE_MIN,
+    wire::REQ_MESSAGE_MAX,
+    wire::RESP_MESSAGE_BYTES,
+    wire::RESP_MESSAGE_MIN,
+    wire::RESP_MESSAGE_MAX,
+    wire::REQ_FRAMING_BYTES,
+    wire::RESP_FRAMING_BYTES,
+    wire::REQ_COMPRESSED,
+    wire::RESP_COMPRESSED,
+    wire::TTFB_US,
+    wire::DURATION_US,
+    wire::REQ_DURATION_US,
+    wire::MALFORMED,
+    wire::SAMPLE_RATE,
+];
+
+/// The attribute name of a published short name.
+pub fn attribute_name(wire: &str) -> Option<&'static str> {
+    WIRE_KEYS.iter().position(|w| *w == wire).map(|i| KEYS[i])
+}
 
 /// Random access to the current body chunk, as the host offers it.
 pub trait BodySource {
@@ -316,9 +395,11 @@ pub struct Call {
     published: bool,
 }
 
-/// The smallest trailer entry that can carry a `grpc-message`: the name
-/// and one byte of value (an empty message is no message).
-const GRPC_MESSAGE_MIN_ENTRY_BYTES: u64 = b"grpc-message".len() as u64 + 1;
+/// The largest trailers that cannot hold a `grpc-status` and a non-empty
+/// `grpc-message` together: an OK call's `grpc-status: 0` with the empty
+/// `grpc-message` grpc-go always sends (24 bytes), or the status alone.
+const STATUS_WITHOUT_MESSAGE_MAX_BYTES: u64 =
+    (b"grpc-status".len() + 1 + b"grpc-message".len()) as u64;
 
 fn header_sum<'a>(
     headers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
@@ -675,15 +756,16 @@ impl Call {
     /// Whether the response trailers' entries are needed, or only their
     /// byte size (the sum of name and value lengths), which Envoy reports
     /// without copying the map. Native gRPC needs them only when they can
-    /// carry a `grpc-message` the record publishes: Envoy reads
-    /// `grpc-status` itself (`%GRPC_STATUS(NUMBER)%`, which the pipeline
-    /// uses when the record has no status), so an OK call's
-    /// `grpc-status: 0` (12 bytes) is only sized.
+    /// carry a status and a non-empty `grpc-message` the record publishes:
+    /// Envoy reads `grpc-status` itself (`%GRPC_STATUS(NUMBER)%`, which the
+    /// pipeline uses when the record has no status), so an OK call's
+    /// trailers (`grpc-status: 0`, with or without an empty
+    /// `grpc-message`: 12 or 24 bytes) are only sized.
     pub fn response_trailers_need_entries(&self, bytes: u64) -> bool {
         self.protocol != Some(Protocol::Grpc)
             || (self.options.fields.contains(Fields::GRPC_MESSAGE)
                 && self.options.grpc_message_max_bytes > 0
-                && bytes >= GRPC_MESSAGE_MIN_ENTRY_BYTES)
+                && bytes > STATUS_WITHOUT_MESSAGE_MAX_BYTES)
     }
 
     /// Response trailers arrived, known only by their byte size because
@@ -877,6 +959,13 @@ impl Record<'_> {
     /// values and disabled groups omitted), replacing the contents of `out`
     /// (reuse one buffer and publishing does not allocate once it has grown).
     pub fn write_json(&self, out: &mut String) {
+        self.write_json_named(out, true);
+    }
+
+    /// The record as JSON, under the short names it is published with
+    /// (`short`, [`wire`]) or under its attribute names ([`keys`]).
+    pub fn write_json_named(&self, out: &mut String, short: bool) {
+        let n = |attribute: &'static str, wire: &'static str| if short { wire } else { attribute };
         out.clear();
         let mut w = ObjectWriter::new(out);
         let text = |w: &mut ObjectWriter, k: &str, v: &str| {
@@ -885,46 +974,76 @@ impl Record<'_> {
             }
         };
         if let Some(p) = self.protocol {
-            w.string(keys::PROTOCOL, p.as_str());
+            w.string(n(keys::PROTOCOL, wire::PROTOCOL), p.as_str());
         }
-        text(&mut w, keys::OPERATION, self.operation);
-        text(&mut w, keys::RPC_SERVICE, self.rpc_service);
-        text(&mut w, keys::RPC_METHOD, self.rpc_method);
+        text(&mut w, n(keys::OPERATION, wire::OPERATION), self.operation);
+        text(
+            &mut w,
+            n(keys::RPC_SERVICE, wire::RPC_SERVICE),
+            self.rpc_service,
+        );
+        text(
+            &mut w,
+            n(keys::RPC_METHOD, wire::RPC_METHOD),
+            self.rpc_method,
+        );
         if let Some(s) = self.streaming {
-            w.string(keys::STREAMING, s.as_str());
+            w.string(n(keys::STREAMING, wire::STREAMING), s.as_str());
         }
-        text(&mut w, keys::ROUTE, self.route);
-        text(&mut w, keys::URL_PATH, self.url_path);
+        text(&mut w, n(keys::ROUTE, wire::ROUTE), self.route);
+        text(&mut w, n(keys::URL_PATH, wire::URL_PATH), self.url_path);
         if let Some(code) = self.grpc_status {
-            w.number(keys::GRPC_STATUS, code as u64);
+            w.number(n(keys::GRPC_STATUS, wire::GRPC_STATUS), code as u64);
         }
         if self.fields.contains(Fields::GRPC_MESSAGE) {
-            text(&mut w, keys::GRPC_MESSAGE, self.grpc_message);
+            text(
+                &mut w,
+                n(keys::GRPC_MESSAGE, wire::GRPC_MESSAGE),
+                self.grpc_message,
+            );
         }
-        w.number(keys::REQ_HEADER_SIZE, self.req_header_bytes);
-        w.number(keys::RESP_HEADER_SIZE, self.resp_header_bytes);
-        w.number(keys::RESP_TRAILER_SIZE, self.resp_trailer_bytes);
-        w.number(keys::REQ_BODY_SIZE, self.req_body_bytes);
-        w.number(keys::RESP_BODY_SIZE, self.resp_body_bytes);
+        w.number(
+            n(keys::REQ_HEADER_SIZE, wire::REQ_HEADER_SIZE),
+            self.req_header_bytes,
+        );
+        w.number(
+            n(keys::RESP_HEADER_SIZE, wire::RESP_HEADER_SIZE),
+            self.resp_header_bytes,
+        );
+        w.number(
+            n(keys::RESP_TRAILER_SIZE, wire::RESP_TRAILER_SIZE),
+            self.resp_trailer_bytes,
+        );
+        w.number(
+            n(keys::REQ_BODY_SIZE, wire::REQ_BODY_SIZE),
+            self.req_body_bytes,
+        );
+        w.number(
+            n(keys::RESP_BODY_SIZE, wire::RESP_BODY_SIZE),
+            self.resp_body_bytes,
+        );
         if let Some(Frames { request, response }) = &self.frames {
-            w.number(keys::REQ_MESSAGES, request.messages);
-            w.number(keys::RESP_MESSAGES, response.messages);
+            w.number(n(keys::REQ_MESSAGES, wire::REQ_MESSAGES), request.messages);
+            w.number(
+                n(keys::RESP_MESSAGES, wire::RESP_MESSAGES),
+                response.messages,
+            );
             if self.fields.contains(Fields::MESSAGE_SIZES) {
                 let sizes = [
                     (
                         request,
                         [
-                            keys::REQ_MESSAGE_BYTES,
-                            keys::REQ_MESSAGE_MIN,
-                            keys::REQ_MESSAGE_MAX,
+                            n(keys::REQ_MESSAGE_BYTES, wire::REQ_MESSAGE_BYTES),
+                            n(keys::REQ_MESSAGE_MIN, wire::REQ_MESSAGE_MIN),
+                            n(keys::REQ_MESSAGE_MAX, wire::REQ_MESSAGE_MAX),
                         ],
                     ),
                     (
                         response,
                         [
-                            keys::RESP_MESSAGE_BYTES,
-                            keys::RESP_MESSAGE_MIN,
-                            keys::RESP_MESSAGE_MAX,
+                            n(keys::RESP_MESSAGE_BYTES, wire::RESP_MESSAGE_BYTES),
+                            n(keys::RESP_MESSAGE_MIN, wire::RESP_MESSAGE_MIN),
+                            n(keys::RESP_MESSAGE_MAX, wire::RESP_MESSAGE_MAX),
                         ],
                     ),
                 ];
@@ -937,36 +1056,49 @@ impl Record<'_> {
                 }
             }
             if self.fields.contains(Fields::FRAMING) {
-                w.number(keys::REQ_FRAMING_BYTES, request.framing_bytes);
-                w.number(keys::RESP_FRAMING_BYTES, response.framing_bytes);
+                w.number(
+                    n(keys::REQ_FRAMING_BYTES, wire::REQ_FRAMING_BYTES),
+                    request.framing_bytes,
+                );
+                w.number(
+                    n(keys::RESP_FRAMING_BYTES, wire::RESP_FRAMING_BYTES),
+                    response.framing_bytes,
+                );
             }
             if self.fields.contains(Fields::COMPRESSION) {
-                w.number(keys::REQ_COMPRESSED, request.compressed_messages);
-                w.number(keys::RESP_COMPRESSED, response.compressed_messages);
+                w.number(
+                    n(keys::REQ_COMPRESSED, wire::REQ_COMPRESSED),
+                    request.compressed_messages,
+                );
+                w.number(
+                    n(keys::RESP_COMPRESSED, wire::RESP_COMPRESSED),
+                    response.compressed_messages,
+                );
             }
         }
         if let Some(t) = self.ttfb_us {
-            w.number(keys::TTFB_US, t);
+            w.number(n(keys::TTFB_US, wire::TTFB_US), t);
         }
         if let Some(t) = self.duration_us {
-            w.number(keys::DURATION_US, t);
+            w.number(n(keys::DURATION_US, wire::DURATION_US), t);
         }
         if let Some(t) = self.request_duration_us {
             if self.fields.contains(Fields::REQUEST_DURATION) {
-                w.number(keys::REQ_DURATION_US, t);
+                w.number(n(keys::REQ_DURATION_US, wire::REQ_DURATION_US), t);
             }
         }
-        w.number(keys::MALFORMED, self.malformed as u64);
+        w.number(n(keys::MALFORMED, wire::MALFORMED), self.malformed as u64);
         if let Some(rate) = self.sample_rate {
-            w.raw(keys::SAMPLE_RATE, rate);
+            w.raw(n(keys::SAMPLE_RATE, wire::SAMPLE_RATE), rate);
         }
         w.finish();
     }
 
-    /// The record as a new JSON string (tests, harnesses).
+    /// The record as a new JSON string under its attribute names, as the
+    /// Collector expands it (tests, harnesses).
     pub fn to_json(&self) -> String {
         let mut s = String::with_capacity(512);
-        self.write_json(&mut s);
+        self.write_json_named(&mut s, false);
         s
     }
 }

@@ -304,6 +304,7 @@ mod tests {
     use host::abi::{FakeHost, HOST};
     use wirelens_core::frame::encode_frame;
     use wirelens_core::headers::serialize;
+    use wirelens_core::{KEYS, WIRE_KEYS};
 
     fn reset(config: &str) {
         HOST.with(|h| {
@@ -413,8 +414,26 @@ mod tests {
         host(|h| h.calls) - before
     }
 
+    /// The published properties, each record's short names spelled out as
+    /// the attribute names the Collector expands them to, so assertions
+    /// read like rows (the values here never contain a `"name":` pattern).
     fn take_properties() -> Vec<(String, Vec<u8>)> {
+        let expand = |record: Vec<u8>| {
+            let mut text = String::from_utf8(record).unwrap();
+            for (wire, attribute) in WIRE_KEYS.iter().zip(KEYS) {
+                for lead in ['{', ','] {
+                    text = text.replace(
+                        &format!("{lead}\"{wire}\":"),
+                        &format!("{lead}\"{attribute}\":"),
+                    );
+                }
+            }
+            text.into_bytes()
+        };
         host(|h| std::mem::take(&mut h.properties))
+            .into_iter()
+            .map(|(name, value)| (name, expand(value)))
+            .collect()
     }
 
     fn response_messages(record: &[u8]) -> &str {

@@ -272,9 +272,18 @@ pub fn parse_record(raw: &[u8]) -> Map<String, Value> {
     let text = std::str::from_utf8(raw).expect("record is UTF-8");
     let v: Value =
         serde_json::from_str(text).unwrap_or_else(|e| panic!("record is not JSON ({e}): {text}"));
-    let Value::Object(m) = v else {
+    let Value::Object(published) = v else {
         panic!("record is not an object: {text}")
     };
+    // Published under short names; the Collector expands them.
+    let m: Map<String, Value> = published
+        .into_iter()
+        .map(|(k, v)| {
+            let name = wirelens_core::record::attribute_name(&k)
+                .unwrap_or_else(|| panic!("unknown short name {k} in {text}"));
+            (name.to_string(), v)
+        })
+        .collect();
     assert_compact(text);
     let positions: Vec<usize> = m
         .keys()
