@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Serve ClickHouse (the chdb-core engine) on loopback, native TCP and HTTP.
 
-chdb has no server entry point. What works (DESIGN.md): one call of the
-one-shot `chdb._chdb.query` with a `config.xml` in the current directory that
-names the listen host and ports, the statements `SYSTEM START LISTEN TCP;
+chdb has no server entry point. What works (measured here; the component's
+row in deploy/README.md): one call of the one-shot `chdb._chdb.query` with a
+`config.xml` in the current directory that names the listen host and ports, the statements `SYSTEM START LISTEN TCP;
 SYSTEM START LISTEN HTTP;`, then a query that never ends, which keeps the
 listeners alive. The engine cannot start twice in one process, so this file
 is both a supervisor (restarts the engine process when it dies) and, with

@@ -1,0 +1,33 @@
+"""Facts written in more than one place agree with their source."""
+
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def go_mod_version() -> str:
+    return re.search(r"^go (\d+\.\d+)", (ROOT / "services" / "go.mod").read_text(), re.M).group(1)
+
+
+def test_readme_asks_for_the_go_version_go_mod_needs():
+    asked = re.search(r"Needs Go ≥ (\d+\.\d+)", (ROOT / "README.md").read_text()).group(1)
+    assert asked == go_mod_version()
+
+
+def test_check_prereqs_reads_the_go_version_from_go_mod(tmp_path):
+    fake = tmp_path / "go"
+    fake.write_text("#!/bin/sh\necho go1.1.0\n")
+    fake.chmod(0o755)
+    result = subprocess.run([str(ROOT / "tools" / "check-prereqs")], capture_output=True, text=True,
+                            env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    assert f"go >= {go_mod_version()}" in result.stderr, result.stderr
+
+
+def test_documents_named_in_the_local_stacks_docstrings_exist():
+    for script in (ROOT / "deploy" / "local").glob("*.py"):
+        docstring = script.read_text().split('"""')[1]
+        for name in re.findall(r"([\w./-]+\.md)\b", docstring):
+            if not name.startswith(("build/", "/")):  # outputs the script writes
+                assert (ROOT / name).exists(), f"{script.name} names {name}"
