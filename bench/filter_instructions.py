@@ -67,12 +67,11 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import benchlib  # noqa: E402
 import filter_cost as fc  # noqa: E402
 from benchlib import ROOT  # noqa: E402
 
-sys.path.insert(0, str(ROOT / "envoy"))
 import render  # noqa: E402  (the exporters as shipped: never copied here)
 
 WORK_DIR = fc.OUT_DIR / "filter_instructions"
@@ -564,8 +563,8 @@ def print_report(summary: dict, loads: list[str], meta: dict) -> None:
         print(row)
     print("\n  −empty: over the empty filter of the same shape (the filter alone); none/v: instructions of\n"
           "  no filter (same shape) / this variant, the throughput share left when Envoy's instructions\n"
-          "  are the bottleneck. Differences of a few hundred instructions are within the run-to-run\n"
-          "  spread (≈0.2 %).")
+          "  are the bottleneck. With the exporters on, runs of the same build differ by 1-4 %\n"
+          "  (exports flush on timers; the real upstream's timing): decide below ≈5k by repeating.")
     if summary["targets"]:
         print("\nTargets (issue 16):")
         for variant, ts in summary["targets"].items():

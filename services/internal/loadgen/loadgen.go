@@ -69,8 +69,9 @@ const WarmupSuffix = "-warmup"
 const StackHeader = "x-wirelens-stack"
 
 // Stacks are the pairs of services behind the local Envoy: go (the default,
-// no header needed) and python (services/python).
-func Stacks() []string { return []string{"go", "python"} }
+// no header needed), python (services/python), jvm (services/jvm: Spring
+// WebFlux and grpc-java) and jvm-mvc (the same pair's Spring Web MVC REST).
+func Stacks() []string { return []string{"go", "python", "jvm", "jvm-mvc"} }
 
 // MaxRunIDLength is how much of a run id wirelens.requests keeps.
 const MaxRunIDLength = 128
