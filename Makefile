@@ -45,8 +45,8 @@ help: ## list targets
 
 # ------------------------------------------------------------------ bootstrap
 
-.PHONY: bootstrap prereqs venv rust-target filter proto collector jaeger jaeger-ui services python-services web browser ghz envoy-gateway manifest-tools manifest-schemas
-bootstrap: prereqs venv filter proto collector jaeger jaeger-ui services python-services web ghz envoy-gateway manifest-tools manifest-schemas ## build everything that is missing or stale
+.PHONY: bootstrap prereqs venv rust-target filter proto collector jaeger jaeger-ui services python-services jvm-services web browser ghz envoy-gateway manifest-tools manifest-schemas
+bootstrap: prereqs venv filter proto collector jaeger jaeger-ui services python-services jvm-services web ghz envoy-gateway manifest-tools manifest-schemas ## build everything that is missing or stale
 
 prereqs:
 	@tools/check-prereqs
@@ -90,6 +90,10 @@ services: prereqs ## REST and gRPC services, load generator -> bin/
 
 python-services: venv ## the Python pair's protobuf/gRPC stubs (grpcio-tools) -> build/python/gen (services/python)
 	@$(KEYED) python-gen build/python/gen/wirelens/v1/math_pb2.py 'proto services/python/gen.sh requirements.txt' -- services/python/gen.sh
+
+jvm-services: prereqs ## the JVM pair (Spring WebFlux / Web MVC, grpc-java; Maven, versions pinned in its pom) -> build/jvm/target/wirelens-jvm.jar (services/jvm; cold ~1 min)
+	@KEY_EXTRA="$$(java -version 2>&1 | head -1) $$(mvn -v 2>/dev/null | head -1)" $(KEYED) jvm-services build/jvm/target/wirelens-jvm.jar 'proto/wirelens services/jvm/pom.xml services/jvm/src' -- \
+	  mvn -B -q -Dmaven.repo.local=$(ROOT)/.cache/m2 -f services/jvm/pom.xml package
 
 web: prereqs ## the browser page (services/web) -> build/web/{index.html,app.js}
 	@$(KEYED) web-deps services/web/node_modules/.package-lock.json services/web/package-lock.json -- bash -c \

@@ -90,7 +90,8 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
     settings["WIRELENS_STATE_DIR"] = str(state_dir)
     settings["WIRELENS_ENVOY_CONCURRENCY"] = environ.get("WIRELENS_ENVOY_CONCURRENCY", "2")
     # Which paired services run behind Envoy (comma-separated): go (always), python
-    # (services/python; calls with x-wirelens-stack: python reach it).
+    # (services/python; calls with x-wirelens-stack: python reach it), jvm (services/jvm:
+    # x-wirelens-stack: jvm reaches WebFlux and grpc-java, jvm-mvc Spring Web MVC's REST).
     settings["WIRELENS_STACKS"] = ",".join(parse_stacks(environ.get("WIRELENS_STACKS", "go")))
     settings["WIRELENS_REQUESTS_TTL_DAYS"] = environ.get("WIRELENS_REQUESTS_TTL_DAYS", "30")
     if not settings["WIRELENS_REQUESTS_TTL_DAYS"].isdigit():
@@ -160,7 +161,7 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
     return settings
 
 
-STACKS = ("go", "python")
+STACKS = ("go", "python", "jvm")
 
 
 def parse_stacks(value: str) -> list[str]:
@@ -182,6 +183,16 @@ def _python_env(settings: dict[str, str]) -> dict[str, str]:
 
 def _require_python_gen(settings: dict[str, str]) -> None:
     _require(BUILD / "python" / "gen" / "wirelens" / "v1" / "math_pb2.py", "run `make python-services`")
+
+
+JVM_JAR = BUILD / "jvm" / "target" / "wirelens-jvm.jar"
+# Each JVM's heap is capped: three of them run beside the rest of the stack on 2 cores / 24 GiB.
+JVM_OPTS = os.environ.get("WIRELENS_JVM_OPTS", "-Xmx256m")
+
+
+def _jvm(server: str, port_variable: str) -> Callable[[dict[str, str]], list[str]]:
+    return lambda s: ["java", *JVM_OPTS.split(), "-jar", _require(JVM_JAR, "run `make jvm-services`"),
+                      server, "127.0.0.1", s[port_variable]]
 
 
 def envoy_binary() -> Path:
@@ -521,6 +532,29 @@ COMPONENTS: list[Component] = [
         enabled=_stack_on("python"),
         env=_python_env,
         prepare=_require_python_gen,
+    ),
+    # The JVM pair (services/jvm): Spring WebFlux and Spring Web MVC for REST, grpc-java.
+    # With WIRELENS_STACKS=go,jvm. One jar, one JVM per server.
+    Component(
+        name="jvm-rest-service",
+        command=_jvm("webflux", "WIRELENS_JVM_REST_PORT"),
+        ports=["WIRELENS_JVM_REST_PORT"],
+        ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_JVM_REST_PORT']}/healthz"),
+        enabled=_stack_on("jvm"),
+    ),
+    Component(
+        name="jvm-mvc-rest-service",
+        command=_jvm("mvc", "WIRELENS_JVM_MVC_REST_PORT"),
+        ports=["WIRELENS_JVM_MVC_REST_PORT"],
+        ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_JVM_MVC_REST_PORT']}/healthz"),
+        enabled=_stack_on("jvm"),
+    ),
+    Component(
+        name="jvm-grpc-service",
+        command=_jvm("grpc", "WIRELENS_JVM_GRPC_PORT"),
+        ports=["WIRELENS_JVM_GRPC_PORT"],
+        ready=lambda s: tcp_open(int(s["WIRELENS_JVM_GRPC_PORT"])),
+        enabled=_stack_on("jvm"),
     ),
     Component(
         name="envoy",

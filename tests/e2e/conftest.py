@@ -63,7 +63,8 @@ def stack_on_free_ports(state_dir: Path, artifact_prefix: str, **overrides: str)
 
 @pytest.fixture(scope="session")
 def local_stack(tmp_path_factory):
-    # Both pairs of services: the golden tests cover the Python pair too (test_local_stack.py).
-    with stack_on_free_ports(tmp_path_factory.mktemp("stack"), "e2e", WIRELENS_STACKS="go,python") as settings:
+    # Every pair of services: the golden tests cover the Python pair (test_local_stack.py) and
+    # the JVM pair (test_jvm_stack.py) too.
+    with stack_on_free_ports(tmp_path_factory.mktemp("stack"), "e2e", WIRELENS_STACKS="go,python,jvm") as settings:
         yield settings
     os.environ.pop("WIRELENS_STATE_DIR", None)
