@@ -170,10 +170,10 @@ DEMO_CALLS ?= 300
 demo: up ## start the stack, send traffic over every protocol, print the comparison, then the quick E1–E5
 	@$(PY) deploy/local/demo.py --calls $(DEMO_CALLS)
 	@$(PY) deploy/local/experiments.py --no-start
-	@echo "Other stacks (the same operations on the Python pair, FastAPI and grpcio, behind the same Envoy): make experiments STACK=python (or STACK=all)"
+	@echo "Other stacks (the same operations behind the same Envoy): make experiments STACK=python (FastAPI, grpcio: E1, E2), STACK=jvm (Spring WebFlux / Web MVC, grpc-java: E2, E3, E4) or STACK=all; FULL=1 for the published sizes"
 
 .PHONY: experiments
-experiments: up ## reproduce E1–E5 (quick -> build/experiments/quick.md; FULL=1: published sizes -> docs/experiments.md, ~25 min); STACK=go|python|all: E1, E2 per stack, protocol versus stack -> build/experiments/stacks-*.md
+experiments: up ## reproduce E1–E5 (quick -> build/experiments/quick.md; FULL=1: published sizes -> docs/experiments.md, ~25 min); STACK=go|python|jvm|all: E1-E4 on the stacks that serve them, protocol versus stack -> build/experiments/stacks-*.md
 	@$(if $(STACK),$(PY) deploy/local/stacks.py --stacks $(STACK) $(if $(FULL),--full),$(PY) deploy/local/experiments.py $(if $(FULL),--full))
 
 test: bootstrap test-unit test-e2e ## every test

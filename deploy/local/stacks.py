@@ -16,8 +16,15 @@ ratio, the seed's stack and the Go pair side by side and says, per
 operation, whether the published direction follows the protocol (the same
 on every stack) or the framework (one stack only).
 
-Stacks: go, python (services/python). jvm is not built yet (issue 20).
-The stack is started with the Python pair if it is not up; it keeps running.
+Stacks: go, python (services/python: E1, E2), jvm (services/jvm: E2, E3 and
+E4 on Spring WebFlux and grpc-java; E4's REST also on Spring Web MVC, recorded
+as stack jvm-mvc). E3 runs REST against unary gRPC (its client stream has no
+REST side); E4 runs its ~1 KB product and its 500-product list (the published
+"gRPC wins" case), each over its levels of users. CPU per call per stack comes
+from separate CPU steps (E2's hello, sequential, 6 s quick / 20 s full per
+stack and protocol): the experiments' own quick steps are shorter than
+procmetrics' 1 s samples. The stack is started with the needed pairs if it is
+not up; it keeps running.
 """
 
 from __future__ import annotations
@@ -44,41 +51,91 @@ import saved  # noqa: E402
 SERVES = {
     "go": {"e1", "e2", "e3", "e4", "e5"},
     "python": {"e1", "e2"},  # services/python: factorial, hello, hello-big
+    "jvm": {"e2", "e3", "e4"},  # services/jvm: hello, hello-big, people, catalog
+    "jvm-mvc": {"e4"},  # services/jvm's Spring Web MVC REST (its gRPC is the jvm stack's)
 }
 SEED = {"e1": "python", "e2": "jvm", "e3": "jvm", "e4": "jvm", "e5": "go"}
-EXPERIMENTS = ("e1", "e2")
+EXPERIMENTS = ("e1", "e2", "e3", "e4")
+# E4 per stack: the small product and the large list (scenarios/e4.json payload keys).
+E4_PAYLOADS = ("product", "list500")
 # Published gRPC / REST ratios (../shared/EXPERIMENTS.md): E1 medians (5 vs 9 ms),
 # E2 totals of 1000 sequential calls (small 493 vs 728 ms, big 586 vs 749 ms).
 PUBLISHED = {
     "math.CalculateFactorial": (5 / 9, "E1 median 5 ms vs 9 ms (Python: grpcio vs FastAPI)"),
     "hello.SayHello": (493 / 728, "E2 small, 1000 calls 493 ms vs 728 ms (Kotlin: grpc-java vs WebFlux)"),
     "hello.SayHelloBig": (586 / 749, "E2 big, 1000 calls 586 ms vs 749 ms (Kotlin: grpc-java vs WebFlux)"),
+    "people.Register": (694 / 1000, "E3 unary vs REST, 1000 calls 694 ms vs 1000 ms (Kotlin: grpc vs Spring)"),
+    "catalog.GetProduct": (1.1, "E4 ~1 KB product: REST better at low concurrency, no numbers published "
+                                "(Java: grpc-java vs Spring Web / WebFlux; 1.1 stands for 'REST faster')"),
+    "catalog.ListProducts": (0.5, "E4 list of 500: gRPC ~50 % faster than WebFlux, 70-80 % than Spring Web "
+                                  "(p90; Java: grpc-java)"),
 }
-SERVICES = {"go": ("rest-service", "grpc-service"), "python": ("python-rest-service", "python-grpc-service")}
+SERVICES = {"go": ("rest-service", "grpc-service"), "python": ("python-rest-service", "python-grpc-service"),
+            "jvm": ("jvm-rest-service", "jvm-grpc-service"), "jvm-mvc": ("jvm-mvc-rest-service", "jvm-grpc-service")}
+# The CPU steps: E2's hello, sequential, for a fixed time per stack and protocol.
+CPU_SECONDS = {"quick": 6, "full": 20}
 E2_CPU = "E2 published CPU: REST 13.6 %, gRPC 17.6 % of the machine (gRPC ≈30 % more), Kotlin/JVM"
 
 
 def parse_stacks(value: str) -> list[str]:
     names = ["go", "python", "jvm"] if value == "all" else [s.strip() for s in value.split(",") if s.strip()]
-    if "jvm" in names:
-        print("stacks: the JVM pair is not built yet (issue 20): measuring the others", file=sys.stderr)
-        names = [n for n in names if n != "jvm"]
-    unknown = [n for n in names if n not in SERVES]
+    unknown = [n for n in names if n not in SERVES or n == "jvm-mvc"]
     if unknown:
         raise SystemExit(f"--stacks: unknown {', '.join(unknown)} (go, python, jvm, all)")
     return ["go"] + [n for n in names if n != "go"]  # the Go pair is the reference column
 
 
+def step_stacks(stacks: list[str]) -> list[str]:
+    """The stacks steps run on: jvm brings jvm-mvc (Spring Web MVC's REST, for E4)."""
+    return [x for st in stacks for x in ([st, "jvm-mvc"] if st == "jvm" else [st])]
+
+
+def wanted_step(exp: str, st: str, step: dict) -> bool:
+    p = step["params"]
+    if p["protocol"] not in ("rest", "grpc") or p.get("target") == "transcode":
+        return False
+    if st == "jvm-mvc" and p["protocol"] != "rest":
+        return False  # its gRPC is the jvm stack's grpc-java
+    if exp == "e3" and p["operation"] != "people.Register":
+        return False  # the client stream has no REST side to compare with
+    if exp == "e4" and step["key"].get("payload") not in E4_PAYLOADS:
+        return False
+    return True
+
+
 def steps_for(stacks: list[str], size: str) -> list[dict]:
     out = []
     for exp in EXPERIMENTS:
-        for st in stacks:
+        for st in step_stacks(stacks):
             if exp not in SERVES[st]:
                 continue
             for step in ex.expand_steps(ex.load_scenario(exp), size):
-                if step["params"]["protocol"] in ("rest", "grpc") and step["params"].get("target") != "transcode":
+                if wanted_step(exp, st, step):
                     out.append({**step, "exp": exp, "stack": st})
     return out
+
+
+def cpu_steps(stacks: list[str], size: str) -> list[dict]:
+    """One CPU step per stack and protocol: E2's hello, sequential, for CPU_SECONDS (many 1 s samples)."""
+    out = []
+    for st in stacks:
+        if "e2" not in SERVES[st]:
+            continue
+        for protocol in ("rest", "grpc"):
+            params = {"protocol": protocol, "operation": "hello.SayHello", "model": "sequential", "name": "test",
+                      "n": 1_000_000, "duration": f"{CPU_SECONDS[size]}s"}
+            out.append({"params": params, "key": {"variant": "cpu", "protocol": protocol},
+                        "name": f"cpu-{protocol}", "exp": "cpu", "stack": st})
+    return out
+
+
+def step_latency(settings: dict[str, str], run_id: str) -> dict:
+    """One step at the proxy: calls, median and p90 of the filter's duration (ms)."""
+    sql = """SELECT count() AS n, quantileExact(0.5)(duration_us) / 1000 AS p50_ms,
+                    quantileExact(0.9)(duration_us) / 1000 AS p90_ms
+             FROM wirelens.requests FINAL WHERE run_id = {run:String}"""
+    got = ex.ch_rows(settings, sql, {"run": run_id})
+    return got[0] if got else {}
 
 
 def cpu_per_call(settings: dict[str, str], run_id: str, services: tuple[str, ...]) -> dict[str, float | None]:
@@ -135,7 +192,7 @@ def fmt(x, digits: int = 2) -> str:
 
 def render(results: dict, stacks: list[str], size: str) -> str:
     lines = [f"# Protocol versus stack ({size})", "",
-             f"Stacks measured: {', '.join(stacks)} (JVM: not built yet). Session `{results['session']}`, "
+             f"Stacks measured: {', '.join(stacks)}. Session `{results['session']}`, "
              f"{results['started']} – {results['ended']}. Ratios are gRPC ÷ REST of the median duration at the "
              "proxy (the wirelens filter in Envoy), 95 % bootstrap interval in brackets (queries/protocol_vs_stack.sql); "
              "below 1 gRPC is faster. upstream = Envoy's x-envoy-upstream-service-time (service + framework), "
@@ -166,17 +223,35 @@ def render(results: dict, stacks: list[str], size: str) -> str:
         if parts:
             lines.append(f"- `{op}`: " + "; ".join(parts))
     lines += ["", "## What follows the protocol, what follows the framework", ""] + verdicts
+    e4 = [s for s in results["steps"] if s["exp"] == "e4" and s.get("latency")]
+    if e4:
+        lines += ["", "## E4: Spring Web MVC, Spring WebFlux, grpc-java (and the Go pair)", "",
+                  "Each level of users per payload, at the proxy: median and p90 (ms), calls per second of the "
+                  "client. Published: REST ahead at 1 user for small payloads, gRPC catching up with users; for "
+                  "the 500-product list gRPC ~50 % faster than WebFlux and 70-80 % than Spring Web (p90).", "",
+                  "| payload | users | stack | protocol | calls | p50 ms | p90 ms | calls/s |", "|---|---|---|---|---|---|---|---|"]
+        for s in sorted(e4, key=lambda s: (s["payload"], s["users"] or 0, s["stack"], s["protocol"])):
+            rps = (s["client"] or {}).get("rate_per_s")
+            lines.append(f"| {s['payload']} | {s['users']} | {s['stack']} | {s['protocol']} | {s['latency'].get('n', '—')} | "
+                         f"{fmt(s['latency'].get('p50_ms'))} | {fmt(s['latency'].get('p90_ms'))} | {fmt(rps, 0)} |")
     lines += ["", "## CPU per call per stack", "",
               "From procmetrics' process.cpu.time of the stack's service processes (REST and gRPC servers) and of "
               "Envoy, over each step's window (first to last call), divided by its calls. "
               + E2_CPU + " — a share of the machine, not per call; the ratio gRPC ÷ REST is what compares.", "",
               "| experiment | stack | operation | protocol | calls | service CPU ms/call | Envoy CPU ms/call |",
               "|---|---|---|---|---|---|---|"]
-    for s in results["steps"]:
+    for s in [s for s in results["steps"] if s["exp"] == "cpu"] + [s for s in results["steps"] if s["exp"] != "cpu"]:
         lines.append(f"| {s['exp']} | {s['stack']} | `{s['operation']}` | {s['protocol']} | {s['calls']} | "
                      f"{fmt(s['cpu']['service'], 3)} | {fmt(s['cpu']['envoy'], 3)} |")
-    lines += ["", "A dash: fewer than two process samples (one a second) inside the step's window "
-              "(a step shorter than ~2 s)."]
+    lines += ["", "The `cpu` rows are the CPU steps (E2's hello, sequential, for a fixed time: many 1 s samples); "
+              "a dash in the others: fewer than two process samples inside that step's window (shorter than ~2 s)."]
+    cpu = {(s["stack"], s["protocol"]): s["cpu"]["service"] for s in results["steps"] if s["exp"] == "cpu"}
+    pairs = [(st, cpu[(st, "grpc")] / cpu[(st, "rest")]) for st in stacks
+             if cpu.get((st, "rest")) and cpu.get((st, "grpc"))]
+    if pairs:
+        lines += ["", "Service CPU per call, gRPC ÷ REST (E2's hello): "
+                  + "; ".join(f"{st} {r:.2f}" for st, r in pairs)
+                  + ". Published (E2, Kotlin/JVM, CPU share over the run): 17.6 % ÷ 13.6 % = 1.29."]
     return "\n".join(lines) + "\n"
 
 
@@ -188,7 +263,7 @@ def run(settings: dict[str, str], stacks: list[str], size: str, out: Path, log=p
     session = f"stacks-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1)
     steps, expected, failed = [], {}, 0
-    for step in steps_for(stacks, size):
+    for step in steps_for(stacks, size) + cpu_steps(stacks, size):
         run_id = f"{session}-{step['exp']}-{step['stack']}-{step['name']}"
         argv = ex.loadgen_argv(settings, step, run_id, step["exp"], ex.step_timeout(step["params"]))
         argv += ["-stack", step["stack"]]
@@ -201,7 +276,8 @@ def run(settings: dict[str, str], stacks: list[str], size: str, out: Path, log=p
         expected[run_id] = calls
         steps.append({"exp": step["exp"], "stack": step["stack"], "name": step["name"], "run_id": run_id,
                       "operation": step["params"]["operation"], "protocol": step["params"]["protocol"],
-                      "calls": calls, "client": summary})
+                      "calls": calls, "client": summary, "payload": step["key"].get("payload"),
+                      "users": step["params"].get("users")})
     ended = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=1)
     seen = ex.wait_for_rows(settings, expected)
     if seen != expected:
@@ -210,6 +286,8 @@ def run(settings: dict[str, str], stacks: list[str], size: str, out: Path, log=p
     time.sleep(2.5)  # procmetrics samples once a second: let the last window's closing sample land
     for s in steps:
         s["cpu"] = cpu_per_call(settings, s["run_id"], SERVICES[s["stack"]])
+        if s["exp"] == "e4":
+            s["latency"] = step_latency(settings, s["run_id"])
     text = saved.run(ex.clickhouse_url(settings), saved.saved_query("protocol_vs_stack"),
                      {"since": f"{started:%Y-%m-%d %H:%M:%S.%f}"[:23], "until": f"{ended:%Y-%m-%d %H:%M:%S.%f}"[:23],
                       "run_id": "", "resamples": "400"}, "JSONEachRow")
