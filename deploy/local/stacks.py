@@ -306,7 +306,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stacks", default="all", help="go, python, jvm, comma-separated, or all (default)")
     parser.add_argument("--full", action="store_true", help="the published sizes (E1: 3 min per protocol and stack)")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--only", help="some of the experiments, comma-separated (e1,e2); the CPU steps always run")
     args = parser.parse_args(argv)
+    if args.only:
+        global EXPERIMENTS
+        EXPERIMENTS = tuple(e for e in EXPERIMENTS if e in args.only.split(","))
     stacks = parse_stacks(args.stacks)
     size = "full" if args.full else "quick"
     environ = dict(os.environ)
