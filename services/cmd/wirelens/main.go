@@ -38,6 +38,8 @@ Commands:
   report   run every saved query (queries/*.sql) for a time window or a load
            run and print one table per query; --html also writes one
            self-contained HTML page with charts and links to the traces
+  query    run one saved query (queries/NAME.sql) with its parameters and
+           print ClickHouse's answer in any of its output formats
   trace    print one trace from Jaeger as a tree of spans with their
            wirelens.*, rpc.* and http.* tags
   inject   add wirelens to an Envoy config you already run (or --remove it,
@@ -47,6 +49,7 @@ Commands:
 Examples:
   wirelens report --since 15m
   wirelens report --run demo-1 --html report.html
+  wirelens query compare_protocols --param operation=hello.SayHello --param protocol_a=rest --param protocol_b=grpc
   wirelens trace 4bf92f3577b34da6a3ce929d0e0e4736
   wirelens inject --descriptor-set services.pb envoy.yaml > envoy-wirelens.yaml
 
@@ -102,6 +105,22 @@ calls with links to Jaeger.
 Flags:
 `
 
+const queryUsage = `Usage: wirelens query NAME [--since DURATION | --run ID] [--until TIME]
+                      [--param NAME=VALUE ...] [--format FORMAT]
+                      [--clickhouse-url URL] [--user USER] [--queries DIR]
+
+Runs one saved query, NAME.sql in the queries directory, and prints
+ClickHouse's answer as it writes it in FORMAT (PrettyCompactMonoBlock by
+default; TabSeparatedWithNames, JSONEachRow, ... for other programs).
+Parameters travel as ClickHouse query parameters ({name:Type} in the SQL),
+never spliced into the text. since, until and run_id come from the window
+(as in "wirelens report"); every other one from --param (resamples defaults
+to 200); --param also overrides the window's, e.g. --param run_id=ID keeps
+the --since window.
+
+Flags:
+`
+
 const traceUsage = `Usage: wirelens trace ID [--jaeger-url URL] [--all-tags]
 
 Fetches one trace from Jaeger's API (<jaeger-url>/api/traces/ID) and prints it
@@ -137,6 +156,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "report":
 		return runReport(ctx, args[1:], stdout, stderr)
+	case "query":
+		return runQuery(ctx, args[1:], stdout, stderr)
 	case "trace":
 		return runTrace(ctx, args[1:], stdout, stderr)
 	case "inject":
@@ -368,6 +389,95 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		status = 1
 	}
 	return status
+}
+
+// params is a repeatable NAME=VALUE flag.
+type params map[string]string
+
+func (p params) String() string { return "" }
+
+func (p params) Set(v string) error {
+	name, value, ok := strings.Cut(v, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("%q: expected NAME=VALUE", v)
+	}
+	p[name] = value
+	return nil
+}
+
+func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("query", flag.ContinueOnError)
+	runID := fs.String("run", "", "only the calls of one load run (its `ID`); the window is the run's")
+	since := fs.String("since", "1h", "window length ending at --until: `DURATION` like 30s, 15m, 2h, 1d")
+	until := fs.String("until", "", "window end: `TIME` as RFC 3339, \"2006-01-02 15:04:05\" (UTC) or Unix seconds (default now)")
+	extra := params{}
+	fs.Var(extra, "param", "another query parameter, `NAME=VALUE` (repeatable), e.g. operation=catalog.GetProduct")
+	format := fs.String("format", "PrettyCompactMonoBlock", "ClickHouse output `FORMAT` of the answer")
+	chURL := fs.String("clickhouse-url", cli.EnvOr("WIRELENS_CLICKHOUSE_URL", defaultClickHouse),
+		"ClickHouse's HTTP interface, as a `URL` (env WIRELENS_CLICKHOUSE_URL)")
+	user := fs.String("user", cli.EnvOr("CLICKHOUSE_USER", ""),
+		"ClickHouse `USER` to read as (env CLICKHOUSE_USER); default: the URL's user info, else ClickHouse's default user")
+	password := fs.String("password", os.Getenv("CLICKHOUSE_PASSWORD"),
+		"the user's `PASSWORD` (env CLICKHOUSE_PASSWORD, better than the flag, which other users see in ps)")
+	queriesDir := fs.String("queries", defaultQueriesDir(),
+		"the `DIR` of the saved queries, *.sql (env WIRELENS_QUERIES_DIR; else ../queries next to the binary)")
+	timeout := fs.Duration("timeout", 60*time.Second, "time allowed to the query, a `DURATION`")
+	positional, code, ok := parse(fs, queryUsage, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(positional) != 1 {
+		return badUsage(stderr, fs, queryUsage, "expected one saved query NAME, got %d arguments", len(positional))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["run"] && set["since"] {
+		return badUsage(stderr, fs, queryUsage, "--run and --since exclude each other: a run has its own window")
+	}
+	if *timeout <= 0 {
+		return badUsage(stderr, fs, queryUsage, "--timeout must be positive")
+	}
+	endpoint, err := chclient.WithLogin(*chURL, *user, *password)
+	if err != nil {
+		return badUsage(stderr, fs, queryUsage, "--clickhouse-url: %v", err)
+	}
+	ch, err := report.NewClickHouse(endpoint, *timeout)
+	if err != nil {
+		return badUsage(stderr, fs, queryUsage, "--clickhouse-url: %v", err)
+	}
+	opt := report.Options{ClickHouse: ch, RunID: *runID}
+	if opt.Since, err = report.ParseSince(*since); err != nil {
+		return badUsage(stderr, fs, queryUsage, "--since %v", err)
+	}
+	if *until != "" {
+		if opt.Until, err = report.ParseTime(*until); err != nil {
+			return badUsage(stderr, fs, queryUsage, "--until %v", err)
+		}
+	}
+	q, err := report.FindSavedQuery(*queriesDir, positional[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "wirelens: %v\n", err)
+		return 1
+	}
+	window, err := report.ChooseWindow(ctx, opt)
+	if err != nil {
+		fmt.Fprintf(stderr, "wirelens: %v\n", err)
+		return 1
+	}
+	bound, err := q.Bind(window.Params(), extra)
+	if err != nil {
+		return badUsage(stderr, fs, queryUsage, "%v", err)
+	}
+	answer, err := ch.QueryAs(ctx, q.SQL, *format, bound)
+	if err != nil {
+		fmt.Fprintf(stderr, "wirelens: %v\n", err)
+		return 1
+	}
+	if _, err := stdout.Write(answer); err != nil {
+		fmt.Fprintf(stderr, "wirelens: %v\n", err)
+		return 1
+	}
+	return 0
 }
 
 // writeHTML renders the page and replaces FILE with it in one rename.

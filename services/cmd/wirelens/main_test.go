@@ -61,6 +61,10 @@ func TestBadUsageExits2(t *testing.T) {
 		{"report", "--until", "yesterday"},
 		{"report", "--format", "json"},
 		{"report", "extra"},
+		{"query"},
+		{"query", "a", "b"},
+		{"query", "a", "--run", "x", "--since", "1h"},
+		{"query", "a", "--param", "novalue"},
 		{"trace"},
 		{"trace", "a", "b"},
 		{"trace", "xyz!"},
@@ -120,6 +124,45 @@ func TestReportWritesHTMLAndExits1OnAQueryError(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "# ERROR: Code: 62.") || !strings.Contains(out, "# ok\tDoes it work?\nx\n1\n") ||
 		!strings.Contains(errOut, "1 query failed") {
 		t.Errorf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+}
+
+// The query command sends the saved query with its parameters and the format
+// asked for, and prints the answer as ClickHouse wrote it.
+func TestQueryRunsOneSavedQueryWithItsParameters(t *testing.T) {
+	var got map[string]string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got = map[string]string{"sql": string(body)}
+		for k, v := range r.URL.Query() {
+			got[k] = v[0]
+		}
+		io.WriteString(w, "n\n42\n")
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "pair.sql"), []byte("-- Question: which?\n"+
+		"SELECT {operation:String}, {resamples:UInt16} WHERE ts >= {since:DateTime64(3)} AND run_id = {run_id:String}"), 0o644)
+	t.Setenv("WIRELENS_QUERIES_DIR", dir)
+	t.Setenv("WIRELENS_CLICKHOUSE_URL", srv.URL)
+
+	code, _, errOut := runCmd(t, "query", "pair", "--since", "15m")
+	if code != 2 || !strings.Contains(errOut, "pair needs --param operation=...") {
+		t.Errorf("missing parameter: exit %d, stderr %q", code, errOut)
+	}
+	code, out, errOut := runCmd(t, "query", "pair", "--param", "operation=hello.SayHello", "--param", "run_id=r1",
+		"--format", "TabSeparatedWithNames")
+	if code != 0 || out != "n\n42\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if got["default_format"] != "TabSeparatedWithNames" || got["param_operation"] != "hello.SayHello" ||
+		got["param_resamples"] != "200" || got["param_run_id"] != "r1" || got["param_since"] == "" ||
+		!strings.Contains(got["sql"], "{operation:String}") {
+		t.Errorf("request: %v", got)
+	}
+	code, _, errOut = runCmd(t, "query", "nosuch")
+	if code != 1 || !strings.Contains(errOut, `no saved query "nosuch"`) || !strings.Contains(errOut, "known: pair") {
+		t.Errorf("unknown query: exit %d, stderr %q", code, errOut)
 	}
 }
 

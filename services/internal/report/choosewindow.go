@@ -10,6 +10,16 @@ import (
 	"time"
 )
 
+// ChooseWindow is the window Build reports on for opt: the last opt.Since
+// (default 1h) up to opt.Until (default now), or opt.RunID's window.
+func ChooseWindow(ctx context.Context, opt Options) (Window, error) {
+	now := time.Now
+	if opt.Now != nil {
+		now = opt.Now
+	}
+	return chooseWindow(ctx, opt.ClickHouse, opt, now)
+}
+
 // chooseWindow picks the report's window: the last --since (ending --until or
 // now), or a run's window from wirelens.runs and its calls.
 func chooseWindow(ctx context.Context, ch *ClickHouse, opt Options, now func() time.Time) (Window, error) {

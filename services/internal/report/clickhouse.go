@@ -99,6 +99,17 @@ func (c *ClickHouse) Query(ctx context.Context, sql string, params map[string]st
 	return res, nil
 }
 
+// QueryAs runs one statement with the given parameters and returns ClickHouse's
+// answer as it wrote it in format (TabSeparatedWithNames, PrettyCompact,
+// JSONEachRow, ...), for printing or for other programs to read.
+func (c *ClickHouse) QueryAs(ctx context.Context, sql, format string, params map[string]string) ([]byte, error) {
+	answer, err := c.client.Exec(ctx, sql, url.Values{"default_format": {format}, "wait_end_of_query": {"1"}}, params)
+	if err != nil {
+		return nil, err
+	}
+	return answer.Body, nil
+}
+
 func decodeJSONCompact(data []byte, base string) (*Result, error) {
 	var doc struct {
 		Meta      []Column          `json:"meta"`

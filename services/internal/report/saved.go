@@ -90,3 +90,46 @@ func LoadSavedQueries(dir string) ([]SavedQuery, error) {
 	}
 	return queries, nil
 }
+
+// ParamDefaults are the values of parameters some saved queries take besides
+// since, until and run_id, used when the caller gives none.
+var ParamDefaults = map[string]string{"resamples": "200"}
+
+// FindSavedQuery reads the saved query called name (name.sql) in dir.
+func FindSavedQuery(dir, name string) (SavedQuery, error) {
+	all, err := LoadSavedQueries(dir)
+	if err != nil {
+		return SavedQuery{}, err
+	}
+	known := make([]string, 0, len(all))
+	for _, q := range all {
+		if q.Name == name {
+			return q, nil
+		}
+		known = append(known, q.Name)
+	}
+	return SavedQuery{}, fmt.Errorf("no saved query %q in %s (known: %s)", name, dir, strings.Join(known, ", "))
+}
+
+// Bind gives each parameter of q its value: from extra, else from common (the
+// window's since, until and run_id), else from ParamDefaults. A parameter
+// with none is an error that names them all.
+func (q SavedQuery) Bind(common, extra map[string]string) (map[string]string, error) {
+	out := make(map[string]string, len(q.Params))
+	var missing []string
+	for _, name := range q.Params {
+		if v, ok := extra[name]; ok {
+			out[name] = v
+		} else if v, ok := common[name]; ok {
+			out[name] = v
+		} else if v, ok := ParamDefaults[name]; ok {
+			out[name] = v
+		} else {
+			missing = append(missing, "--param "+name+"=...")
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%s needs %s", q.Name, strings.Join(missing, ", "))
+	}
+	return out, nil
+}
