@@ -51,8 +51,8 @@ bootstrap: prereqs venv filter proto collector jaeger jaeger-ui services python-
 prereqs:
 	@tools/check-prereqs
 
-venv: prereqs ## project Python env (.venv) from requirements.txt
-	@$(KEYED) venv .venv/bin/python requirements.txt -- bash -c \
+venv: prereqs ## project Python env (.venv) from requirements.txt, with the shared helpers (tools/pyhelpers) in editable mode
+	@$(KEYED) venv .venv/bin/python 'requirements.txt tools/pyhelpers/pyproject.toml' -- bash -c \
 	  'python3 -m venv .venv && .venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt'
 
 rust-target: prereqs

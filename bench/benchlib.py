@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "deploy" / "local"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import stack  # noqa: E402  (deploy/local/stack.py)
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -28,8 +28,8 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # ------------------------------------------------------------------ ports
 
-# Loopback ports nobody listens on now: the stack's own helper.
-free_ports = stack.free_ports
+# Loopback ports nobody listens on now (benchlib.free_ports, for the benchmarks).
+from wirelens_helpers.ports import free_ports  # noqa: E402, F401
 
 
 # ------------------------------------------------------------------ CPU accounting

@@ -30,11 +30,10 @@ from pathlib import Path
 
 import grpc
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import benchlib  # noqa: E402
 from benchlib import ROOT  # noqa: E402
 
-sys.path.insert(0, str(ROOT / "deploy" / "local"))
 import stack  # noqa: E402
 
 JSON_OUT = ROOT / "build" / "bench" / "envoy_kill.json"

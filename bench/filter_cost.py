@@ -58,7 +58,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import benchlib  # noqa: E402
 from benchlib import ROOT, fmt_duration, median, spread  # noqa: E402
 
@@ -191,7 +191,6 @@ def exporter_sections() -> dict:
     The attribute and span-tag list comes from render.RECORD_FIELDS, the one
     table production uses; the surrounding settings mirror the template.
     """
-    sys.path.insert(0, str(ROOT / "envoy"))
     import render  # noqa: PLC0415
 
     fields = render.RECORD_FIELDS

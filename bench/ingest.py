@@ -44,12 +44,10 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import benchlib  # noqa: E402
 from benchlib import ROOT  # noqa: E402
 
-sys.path.insert(0, str(ROOT / "deploy" / "local"))
-sys.path.insert(0, str(ROOT / "envoy"))
 import render  # noqa: E402  (envoy/render.py: the access-log line format)
 import stack  # noqa: E402  (deploy/local/stack.py: the components as shipped)
 

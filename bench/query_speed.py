@@ -53,13 +53,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import benchlib  # noqa: E402
 from benchlib import ROOT  # noqa: E402
 
-sys.path.insert(0, str(ROOT / "queries"))
-sys.path.insert(0, str(ROOT / "deploy" / "local"))
-import saved  # noqa: E402  (queries/saved.py)
+from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
 import stack  # noqa: E402  (deploy/local/stack.py: split_sql, as `make up` applies the schema)
 
 QUERIES = ROOT / "queries"
@@ -278,8 +276,8 @@ class ScratchClickHouse:
 
 def query(url: str, sql: str, params: dict[str, str] | None = None, timeout: float = 600.0) -> str:
     try:
-        return saved.post(url, sql, params, timeout)
-    except saved.QueryError as exc:
+        return clickhouse.post(url, sql, params, timeout)
+    except clickhouse.QueryError as exc:
         raise Broken(str(exc)) from exc
 
 
@@ -358,7 +356,7 @@ def engine_pid(supervisor_pid: int) -> int | None:
 def time_query(url: str, name: str, params: dict[str, str], runs: int, pid: int | None,
                target: float) -> dict:
     """Wall time of each run over HTTP, and the engine's CPU time meanwhile (when its pid is known)."""
-    sql = saved.saved_query(name)
+    sql = clickhouse.saved_query(name)
     times, cpus, rows = [], [], None
     for _ in range(runs):
         cpu0 = benchlib.process_cpu_ticks_ns(pid) if pid else 0
@@ -448,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
             url, "SELECT min(timestamp), minIf(run_id, run_id != '') "
                  "FROM wirelens.requests FORMAT TabSeparated").strip().split("\t")
         lo = dt.datetime.fromisoformat(first[:26]).replace(second=0, microsecond=0)
-        window = saved.window(dt.timedelta(hours=1), lo + dt.timedelta(hours=1))
+        window = clickhouse.window(dt.timedelta(hours=1), lo + dt.timedelta(hours=1))
         result["meta"].update(window=window, run_id=run_id)
         result["meta"]["table_rows"] = {
             t: int(query(url, f"SELECT count() FROM {t}").strip())
@@ -459,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{window['since']} .. {window['until']}, all calls (run_id '')"
             + ("" if args.no_run_id else f", then one run's calls (run_id {run_id!r}; informational)"))
         for name in names:
-            sql = saved.saved_query(name)
+            sql = clickhouse.saved_query(name)
             for rid in ("",) if args.no_run_id else ("", run_id):
                 label = f"{name} ({'all calls' if not rid else 'run ' + rid})"
                 try:

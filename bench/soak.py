@@ -41,10 +41,9 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 from benchlib import CLK_TCK, ROOT  # noqa: E402
 
-sys.path.insert(0, str(ROOT / "deploy" / "local"))
 import stack  # noqa: E402
 
 LOADGEN = ROOT / "bin" / "loadgen"

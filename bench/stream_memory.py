@@ -38,7 +38,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import benchlib  # noqa: E402
 import filter_cost as fc  # noqa: E402
 import filter_instructions as fi  # noqa: E402

@@ -47,8 +47,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "proto"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import opmap  # noqa: E402  (proto/opmap.py: one operation-map code path for ours and yours)
 import render  # noqa: E402  (envoy/render.py: the record's access-log attributes and span tags)
 

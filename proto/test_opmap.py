@@ -10,7 +10,7 @@ import pytest
 from google.api import annotations_pb2, http_pb2
 from google.protobuf import descriptor_pb2
 
-sys.path.insert(0, os.path.dirname(__file__))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import opmap  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))

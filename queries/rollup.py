@@ -25,8 +25,8 @@ import sys
 from pathlib import Path
 
 QUERIES = Path(__file__).resolve().parent
-sys.path.insert(0, str(QUERIES))
-import saved  # noqa: E402
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
+from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
 
 ROLLUP_DDL = QUERIES / "schema" / "004_rollups.sql"
 # rollup table -> the materialized view that fills it
@@ -76,11 +76,11 @@ def view_select(table: str) -> str:
     match = re.search(rf"CREATE MATERIALIZED VIEW IF NOT EXISTS {re.escape(view)}\s+"
                       rf"TO {re.escape(table)}\s+AS\s+(.*?);", text, re.S)
     if not match:
-        raise saved.QueryError(f"{ROLLUP_DDL}: no materialized view {view} TO {table}")
+        raise clickhouse.QueryError(f"{ROLLUP_DDL}: no materialized view {view} TO {table}")
     select = match[1] + "\n"
     source = "FROM wirelens.requests AS r\n"
     if source not in select:
-        raise saved.QueryError(f"{ROLLUP_DDL}: the view's SELECT does not read {source.strip()!r}")
+        raise clickhouse.QueryError(f"{ROLLUP_DDL}: the view's SELECT does not read {source.strip()!r}")
     return select.replace(source, "FROM wirelens.requests AS r FINAL\nWHERE toDate(r.timestamp) = {day:Date}\n")
 
 
@@ -88,17 +88,17 @@ def rebuild(url: str, day: dt.date) -> None:
     partition = day.isoformat()  # a date object's text: safe to write into the statement
     for table in ROLLUPS:
         staging = f"{table}_rebuild"
-        saved.post(url, f"DROP TABLE IF EXISTS {staging}")
-        saved.post(url, f"CREATE TABLE {staging} AS {table}")
+        clickhouse.post(url, f"DROP TABLE IF EXISTS {staging}")
+        clickhouse.post(url, f"CREATE TABLE {staging} AS {table}")
         try:
-            saved.post(url, f"INSERT INTO {staging}\n{view_select(table)}", {"day": partition}, timeout=3600)
-            saved.post(url, f"ALTER TABLE {table} REPLACE PARTITION '{partition}' FROM {staging}")
+            clickhouse.post(url, f"INSERT INTO {staging}\n{view_select(table)}", {"day": partition}, timeout=3600)
+            clickhouse.post(url, f"ALTER TABLE {table} REPLACE PARTITION '{partition}' FROM {staging}")
         finally:
-            saved.post(url, f"DROP TABLE IF EXISTS {staging}")
+            clickhouse.post(url, f"DROP TABLE IF EXISTS {staging}")
 
 
 def check(url: str, since: dt.timedelta) -> str:
-    return saved.run(url, CHECK_SQL, saved.window(since), fmt="PrettyCompactMonoBlock")
+    return clickhouse.run(url, CHECK_SQL, clickhouse.window(since), fmt="PrettyCompactMonoBlock")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error("rebuild needs --day YYYY-MM-DD")
             rebuild(args.clickhouse_url, args.day)
             print(f"rebuilt {', '.join(ROLLUPS)} for {args.day} from wirelens.requests FINAL")
-        print(check(args.clickhouse_url, saved.parse_duration(args.since)), end="")
-    except saved.QueryError as exc:
+        print(check(args.clickhouse_url, clickhouse.parse_duration(args.since)), end="")
+    except clickhouse.QueryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

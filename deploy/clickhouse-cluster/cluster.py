@@ -38,7 +38,7 @@ from xml.sax.saxutils import escape
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "deploy" / "local" / "clickhouse_server.py"
-sys.path.insert(0, str(ROOT / "deploy" / "local"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import stack  # noqa: E402  (deploy/local/stack.py: free ports, process groups)
 
 READY_TIMEOUT_S = 60.0

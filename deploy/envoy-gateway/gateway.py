@@ -40,8 +40,7 @@ from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT / "deploy" / "local"))
-sys.path.insert(0, str(HERE))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import manifests  # noqa: E402  (deploy/envoy-gateway/manifests.py)
 import stack  # noqa: E402  (deploy/local/stack.py: settings, processes, probes of the local stack)
 

@@ -44,10 +44,9 @@ from ruamel.yaml import YAML
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT / "envoy"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import render as envoy_render  # noqa: E402  (envoy/render.py: RECORD_FIELDS, one source for the record)
-sys.path.insert(0, str(ROOT / "deploy" / "local"))
-import stack as local_stack  # noqa: E402  (deploy/local/stack.py: the ports-file reader)
+from wirelens_helpers.settings import read_ports  # noqa: E402  (the ports-file reader)
 
 PORTS_FILE = HERE / "ports.env"
 
@@ -354,7 +353,7 @@ HEADER = "# Rendered by deploy/envoy-gateway/manifests.py ({version}); edit the 
 
 def load_ports(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The gateway's ports from ports.env, each overridable by an environment variable."""
-    return local_stack.read_ports(PORTS_FILE, dict(os.environ if environ is None else environ))
+    return read_ports(PORTS_FILE, dict(os.environ if environ is None else environ))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -375,7 +374,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="<configHome>/certs/envoy of `envoy-gateway certgen --local`: also write "
                              "standalone.yaml and the Host provider (without it: the resources for a cluster)")
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(ROOT / "deploy" / "local"))
     import stack  # noqa: E402  (deploy/local/stack.py: the local stack's ports)
 
     local = stack.load_settings()

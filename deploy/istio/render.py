@@ -29,7 +29,7 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT / "envoy"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import render as envoy_render  # noqa: E402  (envoy/render.py: RECORD_FIELDS, ACCESS_LOG_BODY)
 
 FILTER_VERSION = tomllib.loads((ROOT / "filters" / "Cargo.toml").read_text())["workspace"]["package"]["version"]

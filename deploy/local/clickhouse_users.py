@@ -11,7 +11,7 @@ holds only their SHA-256.
                    wirelens's views, which run with the inserting user's
                    rights) wirelens.*, and what its create_schema needs
                    (cluster_schema.ROLES, checked live by the cluster test).
-  wirelens_reader  the report, queries/saved.py, /play: readonly = 1, SELECT
+  wirelens_reader  the report, `wirelens query`, /play: readonly = 1, SELECT
                    on otel.* and wirelens.*.
   default          no password, loopback only: the admin path of the stack's
                    schema step (DDL) and of the tests.
@@ -22,11 +22,10 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-import sys
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "queries" / "schema" / "cluster"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import cluster_schema  # noqa: E402  (queries/schema/cluster/cluster_schema.py: the roles' grants)
 
 CREDENTIALS_FILE = "credentials.env"
@@ -34,7 +33,7 @@ WRITER = "wirelens_writer"
 READER = "wirelens_reader"
 
 # Keys of the credentials file. The reporter's are the names clickhouse-client,
-# `wirelens report` and queries/saved.py read from the environment.
+# `wirelens report` and `wirelens query` read from the environment.
 READER_USER, READER_PASSWORD = "CLICKHOUSE_USER", "CLICKHOUSE_PASSWORD"
 WRITER_USER, WRITER_PASSWORD = "WIRELENS_CLICKHOUSE_WRITER_USER", "WIRELENS_CLICKHOUSE_WRITER_PASSWORD"
 
@@ -58,7 +57,7 @@ def ensure_credentials(state_dir: Path) -> dict[str, str]:
               WRITER_USER: WRITER, WRITER_PASSWORD: secrets.token_urlsafe(24)}
     text = ("# ClickHouse users of this wirelens stack, generated at its first start; delete the file\n"
             "# (with the stack down) for new passwords. The reporter (read-only) is CLICKHOUSE_USER,\n"
-            "# which `wirelens report` and queries/saved.py read; the Collector writes as the writer.\n"
+            "# which `wirelens report` and `wirelens query` read; the Collector writes as the writer.\n"
             + "".join(f"{key}={value}\n" for key, value in values.items()))
     path.parent.mkdir(parents=True, exist_ok=True)
     # O_EXCL: never overwrite a file another start wrote meanwhile; mode 0600 from the first byte.

@@ -21,10 +21,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(ROOT / "queries"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import clickhouse_users  # noqa: E402
-import saved  # noqa: E402  (queries/saved.py)
+from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
 import stack  # noqa: E402
 
 # (protocol as the filter records it, loadgen's -protocol, the Envoy listener's port setting)
@@ -94,23 +93,23 @@ def main(argv: list[str] | None = None) -> int:
                   f"{summary['p50_ms']:.2f} ms, p99 {summary['p99_ms']:.2f} ms")
         wait_for_rows(settings, run_id, {p: args.calls for p, _, _ in PROTOCOLS})
 
-        http_url = f"http://127.0.0.1:{settings['WIRELENS_CLICKHOUSE_HTTP_PORT']}"
-        params = {**saved.window(dt.datetime.now(dt.timezone.utc) - started + dt.timedelta(minutes=1)),
+        http_url = stack.clickhouse_url(settings)
+        params = {**clickhouse.window(dt.datetime.now(dt.timezone.utc) - started + dt.timedelta(minutes=1)),
                   "run_id": run_id}
         # Read as the stack's read-only reporter, as users do (README, "Locked doors").
         credentials_file = clickhouse_users.credentials_path(stack.state_dir(settings))
         credentials = clickhouse_users.read_credentials(credentials_file)
         print("\nmeasured at the proxy (queries/latency_bytes_by_operation.sql):")
-        print(saved.run(http_url, saved.saved_query("latency_bytes_by_operation"), params,
+        print(clickhouse.run(http_url, clickhouse.saved_query("latency_bytes_by_operation"), params,
                         "PrettyCompactMonoBlock", user=credentials[clickhouse_users.READER_USER],
-                        password=credentials[clickhouse_users.READER_PASSWORD]))
+                             password=credentials[clickhouse_users.READER_PASSWORD]))
 
         jaeger = f"http://127.0.0.1:{settings['WIRELENS_JAEGER_QUERY_PORT']}"
         print("where to look:")
         print(f"  ClickHouse HTTP   {http_url}/play  (user {credentials[clickhouse_users.READER_USER]}, "
               f"password in {credentials_file}; e.g. SELECT * FROM wirelens.requests LIMIT 10)")
         print(f"  saved query       set -a; . {credentials_file}; set +a")
-        print(f"                    .venv/bin/python queries/saved.py latency_bytes_by_operation --run-id {run_id}")
+        print(f"                    bin/wirelens query latency_bytes_by_operation --run {run_id} --clickhouse-url {http_url}")
         print(f"  Jaeger UI         {jaeger}/search  (API: {jaeger}/api/services)")
         print("  one call per protocol, its trace in Jaeger's UI:")
         for protocol, trace_id in one_trace.items():
@@ -119,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         example = one_trace["grpc-web"]
         print(f"  in the terminal:  bin/wirelens trace {example} --jaeger-url {jaeger}")
         print("  the stack keeps running: `make status`, `make down`")
-    except (stack.StackError, saved.QueryError) as exc:
+    except (stack.StackError, clickhouse.QueryError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

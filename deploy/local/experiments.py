@@ -39,9 +39,9 @@ from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(ROOT / "queries"))
-import saved  # noqa: E402  (queries/saved.py)
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
+from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
+from wirelens_helpers.settings import clickhouse_url  # noqa: E402
 import stack  # noqa: E402
 
 SCENARIOS = ROOT / "scenarios"
@@ -143,12 +143,8 @@ def parse_duration(text: str) -> float:
 # ---------------------------------------------------------------- ClickHouse
 
 
-def clickhouse_url(settings: dict[str, str]) -> str:
-    return f"http://127.0.0.1:{settings['WIRELENS_CLICKHOUSE_HTTP_PORT']}"
-
-
 def ch_rows(settings: dict[str, str], sql: str, params: dict[str, str]) -> list[dict]:
-    text = saved.run(clickhouse_url(settings), sql, params, "JSONEachRow")
+    text = clickhouse.run(clickhouse_url(settings), sql, params, "JSONEachRow")
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
@@ -1076,7 +1072,7 @@ def render_report(results: list[dict], size: str, session: str, mach: dict, sett
     lines.append(table(["experiment", "step", "run id", "client calls", "proxy rows", "warm-up calls",
                         "warm-up rows", "exact"], rows))
     lines += ["", "Query any step again, e.g.:", "",
-              "    .venv/bin/python queries/saved.py latency_bytes_by_operation --since 1d --run-id <run id>", ""]
+              "    bin/wirelens query latency_bytes_by_operation --run <run id>", ""]
     return "\n".join(lines)
 
 
@@ -1198,7 +1194,7 @@ def main(argv: list[str] | None = None) -> int:
         _, _, ok = run(settings, "full" if args.full else "quick", only, args.out, start_stack=not args.no_start,
                        with_crosscheck=not args.no_crosscheck)
         return 0 if ok else 1
-    except (ExperimentError, stack.StackError, saved.QueryError) as exc:
+    except (ExperimentError, stack.StackError, clickhouse.QueryError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -41,15 +41,14 @@ from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "envoy"))
-sys.path.insert(0, str(ROOT / "queries"))
-sys.path.insert(0, str(ROOT / "queries" / "schema" / "cluster"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import clickhouse_users  # noqa: E402  (deploy/local/clickhouse_users.py)
 import cluster_schema  # noqa: E402  (queries/schema/cluster/cluster_schema.py)
 import render as envoy_render  # noqa: E402  (envoy/render.py)
-import saved  # noqa: E402  (queries/saved.py)
+from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
+from wirelens_helpers.ports import free_ports  # noqa: E402, F401  (stack.free_ports: callers use it)
+from wirelens_helpers.settings import PORTS_FILE, clickhouse_url, read_ports  # noqa: E402, F401  (the ports file)
 
-PORTS_FILE = ROOT / "deploy" / "local" / "ports.env"
 BIN = ROOT / "bin"
 BUILD = ROOT / "build"
 READY_TIMEOUT_S = float(os.environ.get("WIRELENS_READY_TIMEOUT", "60"))
@@ -60,23 +59,6 @@ class StackError(RuntimeError):
 
 
 # ---------------------------------------------------------------- settings
-
-
-def read_ports(path: Path, environ: dict[str, str]) -> dict[str, str]:
-    """NAME=VALUE lines of a ports file, each overridable by the environment; *_PORT values must be ports."""
-    settings: dict[str, str] = {}
-    for number, raw in enumerate(path.read_text().splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        name, sep, value = line.partition("=")
-        if not sep:
-            raise ValueError(f"{path}:{number}: expected NAME=VALUE, got {raw!r}")
-        settings[name.strip()] = environ.get(name.strip(), value.strip())
-    for name, value in settings.items():
-        if name.endswith("_PORT") and not (value.isdigit() and 0 < int(value) < 65536):
-            raise ValueError(f"{name}={value!r} is not a valid port (set in {path} or the environment)")
-    return settings
 
 
 def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -239,12 +221,12 @@ def tcp_open(port: int) -> Callable[[], bool]:
 
 
 def clickhouse_query(settings: dict[str, str], sql: str, timeout: float = 30.0) -> str:
-    url = f"http://127.0.0.1:{settings['WIRELENS_CLICKHOUSE_HTTP_PORT']}"
+    url = clickhouse_url(settings)
     try:
-        return saved.post(url, sql, timeout=timeout)
-    except saved.UnreachableError as exc:
+        return clickhouse.post(url, sql, timeout=timeout)
+    except clickhouse.UnreachableError as exc:
         raise StackError(str(exc)) from exc
-    except saved.QueryError as exc:
+    except clickhouse.QueryError as exc:
         raise StackError(f"{exc}\n--- statement ---\n{sql}") from exc
 
 
@@ -730,20 +712,6 @@ def group_alive(pgid: int) -> bool:
         if int(fields[2]) == pgid and fields[0] != "Z":
             return True
     return False
-
-
-def free_ports(count: int) -> list[int]:
-    """Loopback ports nobody listens on now (bound together, so all distinct): for tests and side stacks."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 # ---------------------------------------------------------------- commands

@@ -40,12 +40,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(HERE))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import experiments as ex  # noqa: E402
 import stack  # noqa: E402
 
-sys.path.insert(0, str(ROOT / "queries"))
-import saved  # noqa: E402
+from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
 
 # What each stack serves, per experiment (the seed's stack first in SEED).
 SERVES = {
@@ -288,9 +287,10 @@ def run(settings: dict[str, str], stacks: list[str], size: str, out: Path, log=p
         s["cpu"] = cpu_per_call(settings, s["run_id"], SERVICES[s["stack"]])
         if s["exp"] == "e4":
             s["latency"] = step_latency(settings, s["run_id"])
-    text = saved.run(ex.clickhouse_url(settings), saved.saved_query("protocol_vs_stack"),
-                     {"since": f"{started:%Y-%m-%d %H:%M:%S.%f}"[:23], "until": f"{ended:%Y-%m-%d %H:%M:%S.%f}"[:23],
-                      "run_id": "", "resamples": "400"}, "JSONEachRow")
+    text = clickhouse.run(ex.clickhouse_url(settings), clickhouse.saved_query("protocol_vs_stack"),
+                          {"since": f"{started:%Y-%m-%d %H:%M:%S.%f}"[:23],
+                           "until": f"{ended:%Y-%m-%d %H:%M:%S.%f}"[:23],
+                           "run_id": "", "resamples": "400"}, "JSONEachRow")
     rows = [json.loads(line) for line in text.splitlines() if line.strip()]
     results = {"session": session, "size": size, "stacks": stacks, "started": f"{started:%Y-%m-%d %H:%M:%S}Z",
                "ended": f"{ended:%Y-%m-%d %H:%M:%S}Z", "rows": rows, "steps": steps}

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "deploy" / "local"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import stack  # noqa: E402
 
 ARTIFACTS = ROOT / "test-artifacts"
 
 
-free_ports = stack.free_ports
+from wirelens_helpers.ports import free_ports  # noqa: E402, F401  (the tests import it from here)
 
 
 def poll(what: str, fetch, done, timeout_s: float = 60.0, interval_s: float = 0.25):

@@ -35,13 +35,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT / "deploy" / "local"))
-sys.path.insert(0, str(ROOT / "deploy" / "clickhouse-cluster"))
-sys.path.insert(0, str(ROOT / "queries"))
-sys.path.insert(0, str(ROOT / "queries" / "schema" / "cluster"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import cluster_schema  # noqa: E402
-import saved  # noqa: E402
+from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
 import stack  # noqa: E402
 from query_speed import OTEL_LOGS_STANDIN  # noqa: E402  (what the exporter creates: the columns the view reads)
 from cluster import ClusterError, LocalCluster, query  # noqa: E402
@@ -317,10 +313,10 @@ def run_saved(url: str, path: Path, run_id: str, **extra: str) -> tuple[str, lis
     sql = path.read_text().strip().rstrip(";")
     params = {**WINDOW, "run_id": run_id}
     defaults = {"operation": "catalog.GetProduct", "protocol_a": "rest", "protocol_b": "grpc", "resamples": "0"}
-    for name in saved.parameters(sql):
+    for name in clickhouse.parameters(sql):
         params.setdefault(name, extra.get(name, defaults.get(name)))
     params.update(extra)
-    header, *rows = saved.run(url, sql, params, "TSVWithNames").splitlines()
+    header, *rows = clickhouse.run(url, sql, params, "TSVWithNames").splitlines()
     return header, rows
 
 

@@ -31,7 +31,7 @@ import pytest
 from conftest import ARTIFACTS, ROOT, free_ports, rows, stack
 from test_zero_loss import SteadyTraffic, counts, wait_for
 
-sys.path.insert(0, str(ROOT / "collector"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import tier as collector_tier  # noqa: E402  (collector/tier.py)
 
 GATEWAYS = 2

@@ -10,13 +10,12 @@ missing tool skips with the way to get it.
 
 from __future__ import annotations
 
-import sys
 
 import pytest
 
 from conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "deploy" / "local"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import experiments  # noqa: E402
 
 CALLS, RATE = 300, 150

@@ -25,7 +25,7 @@ from conftest import ARTIFACTS, ROOT, free_ports, poll, rows, stack
 from test_inject import call, check_rows_and_spans
 from test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REPLY, counts_by_protocol, traceparent
 
-sys.path.insert(0, str(ROOT / "deploy" / "envoy-gateway"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import gateway  # noqa: E402  (deploy/envoy-gateway/gateway.py)
 import manifests  # noqa: E402  (deploy/envoy-gateway/manifests.py)
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 
 import pytest
 
 from conftest import ROOT, stack
 
-sys.path.insert(0, str(ROOT / "deploy" / "local"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import experiments  # noqa: E402
 
 # Steps per experiment in the quick size (scenarios/*.json): the report must list each.

@@ -31,7 +31,7 @@ from conftest import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "bin"
-sys.path.insert(0, str(ROOT / "envoy"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import render  # noqa: E402  (the short names the filter publishes the record under)
 DEADLINE_S = 60
 
@@ -56,7 +56,7 @@ CLIENT_STANDIN = """#!{python}
 # clickhouse-client stand-in for the schema script: --query or --multiquery
 # (statements on stdin) over ClickHouse's HTTP interface.
 import argparse, sys, urllib.error, urllib.request
-sys.path.insert(0, {local!r})
+import wirelens_helpers  # the checkout's programs by module name
 import stack
 p = argparse.ArgumentParser()
 p.add_argument("--host"); p.add_argument("--port"); p.add_argument("--query"); p.add_argument("--multiquery", action="store_true")
@@ -199,7 +199,7 @@ def test_cluster_configs_carry_a_record_into_wirelens_requests(tmp_path, process
         (schema_dir / name).write_text(text)
     standin = tmp_path / "standin-bin" / "clickhouse-client"
     standin.parent.mkdir()
-    standin.write_text(CLIENT_STANDIN.format(python=sys.executable, local=str(ROOT / "deploy" / "local"),
+    standin.write_text(CLIENT_STANDIN.format(python=sys.executable,
                                              tcp_port=str(tcp_port), http=f"http://127.0.0.1:{http_port}/"))
     standin.chmod(0o755)
     script = tmp_path / "apply-schema.sh"

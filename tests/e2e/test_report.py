@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import struct
 import subprocess
 import urllib.error
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ARTIFACTS, ROOT, poll, stack
+from conftest import ARTIFACTS, ROOT, free_ports, poll, stack
 
 WIRELENS = ROOT / "bin" / "wirelens"
 LOADGEN = ROOT / "bin" / "loadgen"
@@ -361,10 +360,7 @@ def test_trace_command_prints_the_span_with_its_protocol(report_run):
 
 
 def test_unreachable_clickhouse_is_a_clear_error():
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    sock.close()
+    url = f"http://127.0.0.1:{free_ports(1)[0]}"
     result = wirelens("report", "--clickhouse-url", url)
     assert result.returncode == 1
     assert result.stderr == f"wirelens: ClickHouse is not reachable at {url}: connection refused\n"

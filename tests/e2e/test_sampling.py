@@ -41,7 +41,7 @@ import pytest
 
 from conftest import ROOT, poll, rows, stack
 
-import saved  # noqa: E402  (queries/saved.py, on sys.path through stack)
+from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
 
 RATE = 0.1
 CHECKS = 11                # the statistical checks below: 2 protocols, 4 operation cells, 2 error cells,
@@ -184,8 +184,8 @@ def send_mix(settings, run_id: str) -> tuple[Counter, dict[str, list[int]]]:
 
 def saved_query(settings, name: str, run_id: str, **extra) -> list[dict[str, str]]:
     url = f"http://127.0.0.1:{settings['WIRELENS_CLICKHOUSE_HTTP_PORT']}"
-    text = saved.run(url, saved.saved_query(name), {**saved.window(saved.parse_duration("1h")), "run_id": run_id,
-                                                      **extra})
+    params = {**clickhouse.window(clickhouse.parse_duration("1h")), "run_id": run_id, **extra}
+    text = clickhouse.run(url, clickhouse.saved_query(name), params)
     header, *lines = text.splitlines()
     return [dict(zip(header.split("\t"), line.split("\t"))) for line in lines]
 

@@ -28,7 +28,6 @@ import http.client
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -39,7 +38,7 @@ from ruamel.yaml import YAML
 
 from conftest import ROOT, rows, stack
 
-sys.path.insert(0, str(ROOT / "envoy"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import render  # noqa: E402
 
 HELLO_REQUEST = b"\x0a\x08wirelens"  # HelloRequest{name: "wirelens"}

@@ -5,15 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import stat
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "deploy" / "local"))
-sys.path.insert(0, str(ROOT / "envoy"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import clickhouse_users  # noqa: E402
 import render  # noqa: E402
 import stack  # noqa: E402

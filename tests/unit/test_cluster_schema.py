@@ -11,9 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "deploy" / "local"))
-sys.path.insert(0, str(ROOT / "deploy" / "clickhouse-cluster"))
-sys.path.insert(0, str(ROOT / "queries" / "schema" / "cluster"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import clickhouse_server  # noqa: E402
 import cluster  # noqa: E402
 import cluster_schema  # noqa: E402

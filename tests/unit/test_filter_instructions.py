@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import filter_instructions as fi  # noqa: E402
 import run_all  # noqa: E402
 
@@ -93,7 +92,6 @@ def test_the_stream_file_holds_echo_requests():
 
 
 def test_the_exporters_come_from_render(tmp_path):
-    sys.path.insert(0, str(ROOT / "envoy"))
     import render  # noqa: PLC0415
 
     cfg = fi.pipeline_config(None, "{}", "file", 1, 2, 3, 4, 5, tmp_path / "a.jsonl", "n")

@@ -14,7 +14,7 @@ import pytest
 from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "envoy"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import inject  # noqa: E402
 import render  # noqa: E402
 

@@ -7,18 +7,16 @@ import json
 import os
 import re
 import socket
-import sys
 from pathlib import Path
 
 import pytest
 from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "deploy" / "local"))
-sys.path.insert(0, str(ROOT / "envoy"))
-sys.path.insert(0, str(ROOT / "queries"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import render  # noqa: E402
-import saved  # noqa: E402
+from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
+from wirelens_helpers.ports import free_port  # noqa: E402
 import stack  # noqa: E402
 
 
@@ -113,21 +111,18 @@ def test_saved_queries_open_with_their_question_and_are_parameterized():
 
 
 def test_durations_and_windows():
-    assert saved.parse_duration("15m") == dt.timedelta(minutes=15)
-    with pytest.raises(saved.QueryError, match="30x"):
-        saved.parse_duration("30x")
+    assert clickhouse.parse_duration("15m") == dt.timedelta(minutes=15)
+    with pytest.raises(clickhouse.QueryError, match="30x"):
+        clickhouse.parse_duration("30x")
     end = dt.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=dt.timezone.utc)
-    assert saved.window(dt.timedelta(hours=1), end) == {
+    assert clickhouse.window(dt.timedelta(hours=1), end) == {
         "since": "2026-01-02 02:04:05.678", "until": "2026-01-02 03:04:05.678"}
 
 
 def test_unreachable_clickhouse_names_the_url():
-    port = socket.socket()
-    port.bind(("127.0.0.1", 0))
-    url = f"http://127.0.0.1:{port.getsockname()[1]}"
-    port.close()
-    with pytest.raises(saved.QueryError, match=f"not reachable at {url}"):
-        saved.run(url, "SELECT 1", {})
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(clickhouse.QueryError, match=f"not reachable at {url}"):
+        clickhouse.run(url, "SELECT 1", {})
 
 
 def test_the_collector_expands_every_short_name_of_the_record():

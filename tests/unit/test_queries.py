@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "deploy" / "local"))
-sys.path.insert(0, str(ROOT / "queries"))
-import saved  # noqa: E402
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
+import saved  # noqa: E402  (queries/saved.py: hands over to `bin/wirelens query`)
+from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
 import stack  # noqa: E402
 
 # Output columns of every saved query: the contract with `wirelens report`.
@@ -291,7 +291,7 @@ def query(ch, name: str, run_id: str = "r1", **extra) -> list[dict]:
         params = {**COMPARE, **params}
     if name == "protocol_vs_stack":
         params = {"resamples": "400", **params}
-    text = saved.run(ch.url, saved.saved_query(name), params, "TabSeparatedWithNames")
+    text = clickhouse.run(ch.url, clickhouse.saved_query(name), params, "TabSeparatedWithNames")
     lines = text.splitlines()
     header = lines[0].split("\t")
     assert header == COLUMNS[name].split(), name
@@ -466,17 +466,20 @@ def test_compare_protocols_bootstrap_interval_and_verdict(ch):
         == ("0", "\\N", "\\N", "\\N", "")
 
 
-def test_saved_py_fills_the_extra_parameters_and_names_missing_ones(ch, capsys):
-    sql = saved.saved_query("compare_protocols")
-    assert sorted(saved.parameters(sql)) == ["operation", "protocol_a", "protocol_b", "resamples", "run_id",
-                                             "since", "until"]
-    assert saved.main(["compare_protocols", "--clickhouse-url", ch.url]) == 1
-    assert "--param operation=..., --param protocol_a=..., --param protocol_b=..." in capsys.readouterr().err
+@pytest.mark.skipif(not (ROOT / "bin" / "wirelens").exists(), reason="bin/wirelens is built by `make services`")
+def test_one_saved_query_fills_the_extra_parameters_and_names_missing_ones(ch, capfd):
+    """`wirelens query` runs one saved query; queries/saved.py hands its old flags over to it."""
+    sql = clickhouse.saved_query("compare_protocols")
+    assert sorted(clickhouse.parameters(sql)) == ["operation", "protocol_a", "protocol_b", "resamples", "run_id",
+                                                  "since", "until"]
+    assert saved.main(["compare_protocols", "--clickhouse-url", ch.url]) == 2
+    err = capfd.readouterr().err
+    assert all(f"--param {name}=..." in err for name in ("operation", "protocol_a", "protocol_b")), err
     # resamples defaults to 200; the window ends now, so the dataset (an hour ago) is in a 2h window
     assert saved.main(["compare_protocols", "--clickhouse-url", ch.url, "--since", "2h", "--run-id", "r2",
                        "--param", "operation=op.C", "--param", "protocol_a=rest", "--param", "protocol_b=grpc",
                        "--format", "JSONEachRow"]) == 0
-    row = json.loads(capsys.readouterr().out)
+    row = json.loads(capfd.readouterr().out)
     assert (int(row["n_a"]), row["median_ratio"]) == (401, 0.5)
 
 

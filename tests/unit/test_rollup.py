@@ -15,17 +15,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT / "queries"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import query_speed  # noqa: E402  (the benchmark's scratch server, schema step and generator)
 import rollup  # noqa: E402
-import saved  # noqa: E402
+from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
 
 CALLS = 60_000
 PERCENTILE = {"p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms",
@@ -42,11 +40,11 @@ def ch():
         query_speed.create_schema(server.url)
         end = dt.datetime.now(dt.timezone.utc).replace(second=0, microsecond=0) - dt.timedelta(minutes=1)
         start_ns = int((end - dt.timedelta(seconds=query_speed.WINDOW_S)).timestamp()) * 1_000_000_000
-        saved.post(server.url, query_speed.LOAD_SQL.format(
+        clickhouse.post(server.url, query_speed.LOAD_SQL.format(
             rows=CALLS, first=0, count=CALLS, start_ns=start_ns,
             window_ns=(query_speed.WINDOW_S - 2) * 1_000_000_000))
         # Every tenth call of the last quarter was recorded at 0.1, every fifth at 0.5.
-        saved.post(server.url, "ALTER TABLE wirelens.requests UPDATE sample_rate = "
+        clickhouse.post(server.url, "ALTER TABLE wirelens.requests UPDATE sample_rate = "
                                "multiIf(cityHash64(request_id) % 10 = 0, 0.1, cityHash64(request_id) % 5 = 0, 0.5, 1) "
                                "WHERE run_id = '' SETTINGS mutations_sync = 2")
         # The mutation rewrote the raw rows only: rebuild the rollup from them (also exercises rebuild).
@@ -62,7 +60,7 @@ def ch():
 
 
 def answer(ch, name: str, run_id: str) -> list[dict]:
-    text = saved.run(ch.url, saved.saved_query(name), {**ch.window, "run_id": run_id})
+    text = clickhouse.run(ch.url, clickhouse.saved_query(name), {**ch.window, "run_id": run_id})
     header, *lines = text.splitlines()
     return [dict(zip(header.split("\t"), line.split("\t"))) for line in lines]
 
@@ -72,7 +70,7 @@ LEVELS = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 
 def sorted_latencies(ch, run_id: str) -> dict[tuple[str, str], dict[str, list[int]]]:
     """Each (operation, protocol)'s sampled durations and TTFBs in µs, sorted, from the raw table."""
-    text = saved.run(ch.url, """
+    text = clickhouse.run(ch.url, """
         SELECT operation, protocol, arraySort(groupArray(duration_us)), arraySort(groupArray(ttfb_us))
         FROM wirelens.requests FINAL
         WHERE timestamp >= {since:DateTime64(3)} AND timestamp < {until:DateTime64(3)}
@@ -129,14 +127,14 @@ def test_sampled_rows_are_weighted_in_the_rollup(ch):
 def test_a_resent_batch_counts_twice_until_the_day_is_rebuilt(ch):
     def drift() -> tuple[int, int]:
         """Calls in each rollup beyond the raw table's FINAL."""
-        text = saved.run(ch.url, rollup.CHECK_SQL, {"since": ch.window["since"]})
+        text = clickhouse.run(ch.url, rollup.CHECK_SQL, {"since": ch.window["since"]})
         header, *lines = text.splitlines()
         days = [dict(zip(header.split("\t"), line.split("\t"))) for line in lines]
         return (sum(int(d["by_minute_calls"]) - int(d["raw_calls"]) for d in days),
                 sum(int(d["by_second_calls"]) - int(d["raw_calls"]) for d in days))
 
     assert drift() == (0, 0)
-    saved.post(ch.url, "INSERT INTO wirelens.requests SELECT * FROM wirelens.requests "
+    clickhouse.post(ch.url, "INSERT INTO wirelens.requests SELECT * FROM wirelens.requests "
                        "WHERE run_id = 'bench-run-1' ORDER BY timestamp LIMIT 500")
     assert drift() == (500, 500)
     for day in sorted({dt.date.fromisoformat(ch.window["since"][:10]), ch.end.date()}):

@@ -10,15 +10,13 @@ tests/e2e/test_sampling.py.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "envoy"))
-sys.path.insert(0, str(ROOT / "deploy" / "local"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import inject  # noqa: E402
 import render  # noqa: E402
 import stack  # noqa: E402

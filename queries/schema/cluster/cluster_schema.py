@@ -178,7 +178,7 @@ ROLES = {
         # create_schema: its tables, and for traces a lookup view it defines
         "CREATE DATABASE, CREATE TABLE, CREATE VIEW, SELECT ON otel.*",
     ] + [f"TABLE ENGINE ON {engine}" for engine in ("MergeTree", "ReplicatedMergeTree")],
-    # wirelens report and queries/saved.py: read the calls, the runs, the
+    # wirelens report and wirelens query: read the calls, the runs, the
     # rollup and the process metrics (the _local tables too: with a cluster
     # <secret>, shards check the reader's own grants).
     "wirelens_reader": [
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.grants:
             statements = grant_statements(args.cluster, on_cluster=not args.per_node)
         else:
-            sys.path.insert(0, str(ROOT / "deploy" / "local"))
+            import wirelens_helpers  # noqa: F401, PLC0415  (programs by module name)
             import stack  # the schema step: reads queries/schema/*.sql, calls back into this file
 
             statements = stack.schema_statements({

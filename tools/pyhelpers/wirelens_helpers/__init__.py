@@ -1,0 +1,22 @@
+"""The helpers wirelens' Python programs, benchmarks and tests share: one copy each.
+
+    ports       free loopback ports, for tests and side stacks
+    clickhouse  statements over ClickHouse's HTTP interface (query parameters,
+                never spliced), saved query texts, report windows
+    settings    the local stack's settings file (deploy/local/ports.env)
+    programs    the checkout's Python programs importable by module name
+                (`import stack`, `import render`, ...): one table of where
+                each lives, instead of sys.path edits in every script
+
+Installed into .venv in editable mode (`make venv`; requirements.txt has
+`-e tools/pyhelpers`). Importing the package makes the programs importable.
+"""
+
+from pathlib import Path
+
+# The checkout: this package is installed in editable mode from tools/pyhelpers.
+ROOT = Path(__file__).resolve().parents[3]
+
+from . import programs as _programs  # noqa: E402
+
+_programs.install()
