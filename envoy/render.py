@@ -85,13 +85,13 @@ RECORD_FIELDS: list[tuple[str, str, bool]] = [
     ("envoy.connection_id", "%CONNECTION_ID%", False),
 ]
 
-RECORD_SOURCE = HERE.parent / "filters" / "core" / "src" / "record.rs"
+RECORD_SOURCE = HERE.parent / "filters" / "core" / "src" / "names.rs"
 
 
 def record_short_names() -> dict[str, str]:
     """Attribute name -> the short name the filter publishes it under in wirelens.record.
 
-    Read from the filter's source (filters/core/src/record.rs, modules `keys`
+    Read from the filter's source (filters/core/src/names.rs, modules `keys`
     and `wire`), the one definition; for fixtures that play the filter's
     part (bench/ingest.py, tests) and the Collector config check.
     """

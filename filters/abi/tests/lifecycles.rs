@@ -1,7 +1,8 @@
-//! HTTP lifecycles driven through the built filter module, one VM per test.
-//! Every callback must return Continue and nothing may trap (the `Vm`
-//! methods fail otherwise); every record is compared field by field with
-//! values computed here from what was fed.
+//! HTTP lifecycles driven through the built filter module, one VM per test
+//! (per row of the `lifecycles` table). Every callback must return
+//! Continue and nothing may trap (the `Vm` methods fail otherwise); every
+//! record is compared field by field with values computed here from what
+//! was fed.
 
 mod common;
 
@@ -45,11 +46,146 @@ fn finish_clean(vm: &mut Vm, ctx: u32) {
     assert_clean(vm);
 }
 
+/// A callback Envoy makes to the stream, or a clock change.
+#[derive(Clone)]
+enum Step {
+    /// The host clock from now on (offset from `T0`, ns).
+    At(u64),
+    RequestHeaders(Headers, bool),
+    RequestBody(Vec<u8>, bool),
+    ResponseHeaders(Headers, bool),
+    ResponseBody(Vec<u8>, bool),
+    ResponseTrailers(Headers),
+    Log,
+}
+use Step::*;
+
+impl Step {
+    fn run(&self, vm: &mut Vm, ctx: u32) {
+        match self {
+            At(t) => at(vm, *t),
+            RequestHeaders(m, end) => vm.request_headers(ctx, m, *end).unwrap(),
+            RequestBody(b, end) => vm.request_body(ctx, b, *end).unwrap(),
+            ResponseHeaders(m, end) => vm.response_headers(ctx, m, *end).unwrap(),
+            ResponseBody(b, end) => vm.response_body(ctx, b, *end).unwrap(),
+            ResponseTrailers(m) => vm.response_trailers(ctx, m).unwrap(),
+            Log => vm.log(ctx).unwrap(),
+        }
+    }
+}
+
+/// One stream through a fresh VM: its callbacks in order, of which the
+/// last publishes and every other is silent, and the record expected. The
+/// sizes of what was fed (header maps, trailers, bodies) are added to
+/// `want` from the steps; everything else is the row's.
+struct Lifecycle {
+    name: &'static str,
+    steps: Vec<Step>,
+    want: Expect,
+    /// Further checks on the VM, the stream and the published bytes.
+    check: Option<fn(&Vm, u32, &[u8])>,
+}
+
+impl Lifecycle {
+    fn new(name: &'static str, steps: Vec<Step>, want: Expect) -> Self {
+        Lifecycle {
+            name,
+            steps,
+            want,
+            check: None,
+        }
+    }
+
+    fn run(mut self) {
+        let name = self.name;
+        for step in &self.steps {
+            match step {
+                RequestHeaders(m, _) => self.want.req_headers = header_bytes(m),
+                RequestBody(b, _) => self.want.req_body += b.len() as u64,
+                ResponseHeaders(m, _) => self.want.resp_headers = header_bytes(m),
+                ResponseBody(b, _) => self.want.resp_body += b.len() as u64,
+                ResponseTrailers(m) => self.want.resp_trailers = header_bytes(m),
+                At(_) | Log => {}
+            }
+        }
+        let mut vm = Vm::with_config(CONFIG).unwrap();
+        let ctx = vm.create_stream().unwrap();
+        let (last, before) = self.steps.split_last().expect(name);
+        silent(&mut vm, |vm| before.iter().for_each(|s| s.run(vm, ctx)));
+        let props = publishes(&mut vm, |vm| last.run(vm, ctx));
+        let record = check_publication(&props, ctx);
+        println!("{name}");
+        assert_record(&record, &self.want);
+        if let Some(check) = self.check {
+            check(&vm, ctx, &props[0].value);
+        }
+        if matches!(last, Log) {
+            silent(&mut vm, |vm| {
+                vm.done(ctx).unwrap();
+                vm.delete(ctx).unwrap();
+            });
+            assert_clean(&vm);
+        } else {
+            finish_clean(&mut vm, ctx);
+        }
+    }
+}
+
+/// `hello.SayHello`, as the test configuration maps it.
+fn say_hello(protocol: &'static str) -> Expect {
+    Expect::new(protocol).op(
+        "hello.SayHello",
+        "wirelens.v1.Hello",
+        "SayHello",
+        Some("unary"),
+    )
+}
+
+/// Frame statistics: (flags, payload length) of each complete data frame,
+/// and the header-block length of a trailer frame.
+fn dir(messages: &[(u8, usize)], trailer_frame: Option<usize>) -> Dir {
+    let mut d = Dir::default();
+    for &(flags, len) in messages {
+        d.message(flags, len);
+    }
+    if let Some(len) = trailer_frame {
+        d.trailer_frame(len);
+    }
+    d
+}
+
+/// Expected values a row sets beyond the fed sizes.
+struct Want {
+    grpc_status: Option<u64>,
+    grpc_message: Option<&'static str>,
+    frames: Option<(Dir, Dir)>,
+    /// (time to first byte, duration, request duration), µs.
+    times: (Option<u64>, Option<u64>, Option<u64>),
+    malformed: bool,
+}
+
+impl Want {
+    fn on(self, mut e: Expect) -> Expect {
+        e.grpc_status = self.grpc_status;
+        e.grpc_message = self.grpc_message.map(String::from);
+        e.frames = self.frames;
+        (e.ttfb_us, e.duration_us, e.req_duration_us) = self.times;
+        e.malformed = self.malformed;
+        e
+    }
+}
+
+const OK: Want = Want {
+    grpc_status: None,
+    grpc_message: None,
+    frames: None,
+    times: (None, None, None),
+    malformed: false,
+};
+
 #[test]
-fn rest_json_post_unary() {
-    let mut vm = Vm::with_config(CONFIG).unwrap();
-    let ctx = vm.create_stream().unwrap();
-    let req = h(&[
+fn lifecycles() {
+    let rest_req = h(&[
         (":authority", "localhost:10000"),
         (":path", "/v1/hello?lang=en"),
         (":method", "POST"),
@@ -61,8 +197,8 @@ fn rest_json_post_unary() {
         ("x-forwarded-proto", "http"),
         ("x-request-id", "8d1f0c6e-6a43-4b0c-9d7e-3f2b1a0c9e8d"),
     ]);
-    let body = br#"{"name":"world","greeting":"hello!"}"#;
-    let resp = h(&[
+    let rest_body = br#"{"name":"world","greeting":"hello!"}"#;
+    let rest_resp = h(&[
         (":status", "200"),
         ("content-type", "application/json"),
         ("content-length", "28"),
@@ -70,109 +206,352 @@ fn rest_json_post_unary() {
         ("x-envoy-upstream-service-time", "3"),
         ("server", "envoy"),
     ]);
-    let resp_body = br#"{"message":"hello, world!"}"#;
     let (t_req, t_req_end, t_resp, t_end) = (0, 1_000_500, 2_500_999, 8_000_001);
-
-    silent(&mut vm, |vm| {
-        at(vm, t_req);
-        vm.request_headers(ctx, &req, false).unwrap();
-        vm.request_body(ctx, &body[..10], false).unwrap();
-        at(vm, t_req_end);
-        vm.request_body(ctx, &body[10..], true).unwrap();
-        at(vm, t_resp);
-        vm.response_headers(ctx, &resp, false).unwrap();
-    });
-    at(&mut vm, t_end);
-    let props = publishes(&mut vm, |vm| {
-        vm.response_body(ctx, resp_body, true).unwrap()
-    });
-    let record = check_publication(&props, ctx);
-
-    let mut want = Expect::new("rest").op(
-        "hello.SayHello",
-        "wirelens.v1.Hello",
-        "SayHello",
-        Some("unary"),
+    let mut rest = Lifecycle::new(
+        "REST JSON POST, unary",
+        vec![
+            At(t_req),
+            RequestHeaders(rest_req, false),
+            RequestBody(rest_body[..10].to_vec(), false),
+            At(t_req_end),
+            RequestBody(rest_body[10..].to_vec(), true),
+            At(t_resp),
+            ResponseHeaders(rest_resp, false),
+            At(t_end),
+            ResponseBody(br#"{"message":"hello, world!"}"#.to_vec(), true),
+        ],
+        Want {
+            times: (
+                Some(us(t_req, t_resp)),
+                Some(us(t_req, t_end)),
+                Some(us(t_req, t_req_end)),
+            ),
+            ..OK
+        }
+        .on(say_hello("rest")),
     );
-    want.route = Some("/v1/hello".into());
-    want.req_headers = header_bytes(&req);
-    want.resp_headers = header_bytes(&resp);
-    want.req_body = body.len() as u64;
-    want.resp_body = resp_body.len() as u64;
-    want.ttfb_us = Some(us(t_req, t_resp));
-    want.duration_us = Some(us(t_req, t_end));
-    want.req_duration_us = Some(us(t_req, t_req_end));
-    assert_record(&record, &want);
+    rest.want.route = Some("/v1/hello".into());
     // REST bodies are only counted, never read.
-    let stream_calls: Vec<_> = vm
-        .host()
-        .calls
-        .iter()
-        .filter(|c| c.context_id == ctx)
-        .cloned()
-        .collect();
-    assert!(
-        !stream_calls
+    rest.check = Some(|vm, ctx, _| {
+        let stream_calls: Vec<_> = vm
+            .host()
+            .calls
             .iter()
-            .any(|c| c.name == "env.proxy_get_buffer_bytes"),
-        "{stream_calls:?}"
-    );
-    finish_clean(&mut vm, ctx);
-}
-
-#[test]
-fn grpc_unary_with_response_trailers() {
-    let mut vm = Vm::with_config(CONFIG).unwrap();
-    let ctx = vm.create_stream().unwrap();
-    let req = grpc_request("/wirelens.v1.Hello/SayHello", "application/grpc");
-    let req_msg = b"\x0a\x05world";
-    let req_body = grpc_frame(0, req_msg);
-    let resp = h(&[
-        (":status", "200"),
-        ("content-type", "application/grpc"),
-        ("grpc-accept-encoding", "gzip"),
-    ]);
-    let resp_msg = b"\x0a\x0dhello, world!";
-    let resp_body = grpc_frame(0, resp_msg);
-    let trailers = h(&[("grpc-status", "0"), ("grpc-message", "all good")]);
-    let (t0, t1, t2, t3, t4) = (0, 700_000, 2_100_000, 2_900_000, 4_000_000);
-
-    silent(&mut vm, |vm| {
-        at(vm, t0);
-        vm.request_headers(ctx, &req, false).unwrap();
-        at(vm, t1);
-        vm.request_body(ctx, &req_body, true).unwrap();
-        at(vm, t2);
-        vm.response_headers(ctx, &resp, false).unwrap();
-        at(vm, t3);
-        vm.response_body(ctx, &resp_body, false).unwrap();
+            .filter(|c| c.context_id == ctx)
+            .collect();
+        assert!(
+            !stream_calls
+                .iter()
+                .any(|c| c.name == "env.proxy_get_buffer_bytes"),
+            "{stream_calls:?}"
+        );
     });
-    at(&mut vm, t4);
-    let props = publishes(&mut vm, |vm| vm.response_trailers(ctx, &trailers).unwrap());
-    let record = check_publication(&props, ctx);
 
-    let mut want = Expect::new("grpc").op(
-        "hello.SayHello",
-        "wirelens.v1.Hello",
-        "SayHello",
-        Some("unary"),
+    let req_msg = b"\x0a\x05world";
+    let resp_msg = b"\x0a\x0dhello, world!";
+    let (t0, t1, t2, t3, t4) = (0, 700_000, 2_100_000, 2_900_000, 4_000_000);
+    let grpc_unary = Lifecycle::new(
+        "gRPC unary with response trailers",
+        vec![
+            At(t0),
+            RequestHeaders(
+                grpc_request("/wirelens.v1.Hello/SayHello", "application/grpc"),
+                false,
+            ),
+            At(t1),
+            RequestBody(grpc_frame(0, req_msg), true),
+            At(t2),
+            ResponseHeaders(
+                h(&[
+                    (":status", "200"),
+                    ("content-type", "application/grpc"),
+                    ("grpc-accept-encoding", "gzip"),
+                ]),
+                false,
+            ),
+            At(t3),
+            ResponseBody(grpc_frame(0, resp_msg), false),
+            At(t4),
+            ResponseTrailers(h(&[("grpc-status", "0"), ("grpc-message", "all good")])),
+        ],
+        Want {
+            grpc_status: Some(0),
+            grpc_message: Some("all good"),
+            frames: Some((
+                dir(&[(0, req_msg.len())], None),
+                dir(&[(0, resp_msg.len())], None),
+            )),
+            times: (Some(us(t0, t2)), Some(us(t0, t4)), Some(us(t0, t1))),
+            ..OK
+        }
+        .on(say_hello("grpc")),
     );
-    want.grpc_status = Some(0);
-    want.grpc_message = Some("all good".into());
-    want.req_headers = header_bytes(&req);
-    want.resp_headers = header_bytes(&resp);
-    want.resp_trailers = header_bytes(&trailers);
-    want.req_body = req_body.len() as u64;
-    want.resp_body = resp_body.len() as u64;
-    let (mut rq, mut rs) = (Dir::default(), Dir::default());
-    rq.message(0, req_msg.len());
-    rs.message(0, resp_msg.len());
-    want.frames = Some((rq, rs));
-    want.ttfb_us = Some(us(t0, t2));
-    want.duration_us = Some(us(t0, t4));
-    want.req_duration_us = Some(us(t0, t1));
-    assert_record(&record, &want);
-    finish_clean(&mut vm, ctx);
+
+    let message = "id must be > 0 — got 0 (100%)\tsee «docs»";
+    let encoded = percent_encode(message);
+    assert!(
+        encoded.contains("%25") && encoded.contains("%E2%80%94") && encoded.contains("%09"),
+        "{encoded}"
+    );
+    let mut trailers_only = Lifecycle::new(
+        "trailers-only gRPC error, percent-encoded message",
+        vec![
+            At(0),
+            RequestHeaders(
+                grpc_request("/wirelens.v1.Catalog/GetProduct", "application/grpc"),
+                false,
+            ),
+            At(300_000),
+            RequestBody(grpc_frame(0, b"\x08\x00"), true),
+            At(1_234_567),
+            ResponseHeaders(
+                h(&[
+                    (":status", "200"),
+                    ("content-type", "application/grpc"),
+                    ("grpc-status", "3"),
+                    ("grpc-message", &encoded),
+                ]),
+                true,
+            ),
+        ],
+        Want {
+            grpc_status: Some(3),
+            grpc_message: Some("id must be > 0 — got 0 (100%)\tsee «docs»"),
+            frames: Some((dir(&[(0, 2)], None), Dir::default())),
+            times: (
+                Some(us(0, 1_234_567)),
+                Some(us(0, 1_234_567)),
+                Some(us(0, 300_000)),
+            ),
+            ..OK
+        }
+        .on(Expect::new("grpc").op(
+            "catalog.GetProduct",
+            "wirelens.v1.Catalog",
+            "GetProduct",
+            Some("unary"),
+        )),
+    );
+    // The tab is a control character: escaped as \u0009 in the record.
+    trailers_only.check = Some(|_, _, value| {
+        assert!(std::str::from_utf8(value).unwrap().contains(r"\u0009see"));
+    });
+
+    // One whole message, then half of the next one: the client resets.
+    let mut reset_req = grpc_frame(0, &bytes(1, 100));
+    reset_req.extend(&grpc_frame(0, &bytes(2, 50))[..20]);
+    let mut reset_resp = grpc_frame(1, &bytes(3, 64));
+    reset_resp.extend(&grpc_frame(0, &bytes(4, 64))[..3]);
+    let reset = Lifecycle::new(
+        "reset stream, published from on_log",
+        vec![
+            At(0),
+            RequestHeaders(
+                grpc_request("/wirelens.v1.Upload/Collect", "application/grpc"),
+                false,
+            ),
+            RequestBody(reset_req, false),
+            At(2_000_000),
+            ResponseHeaders(
+                h(&[(":status", "200"), ("content-type", "application/grpc")]),
+                false,
+            ),
+            ResponseBody(reset_resp, false),
+            At(7_654_321),
+            Log,
+        ],
+        Want {
+            frames: Some((dir(&[(0, 100)], None), dir(&[(1, 64)], None))),
+            // on_log time − start; the request never ended; a reset
+            // mid-frame is not malformed.
+            times: (Some(us(0, 2_000_000)), Some(us(0, 7_654_321)), None),
+            ..OK
+        }
+        .on(Expect::new("grpc").op(
+            "upload.Collect",
+            "wirelens.v1.Upload",
+            "Collect",
+            Some("client"),
+        )),
+    );
+
+    let mut reset_early = Lifecycle::new(
+        "reset before response headers",
+        vec![
+            At(10_000),
+            RequestHeaders(
+                h(&[
+                    (":method", "GET"),
+                    (":path", "/v1/products/42"),
+                    (":authority", "x"),
+                    (":scheme", "http"),
+                ]),
+                true,
+            ),
+            At(30_010_000),
+            Log,
+        ],
+        Want {
+            // Headers with end of stream: the request took 0.
+            times: (None, Some(us(10_000, 30_010_000)), Some(0)),
+            ..OK
+        }
+        .on(Expect::new("rest").op(
+            "catalog.GetProduct",
+            "wirelens.v1.Catalog",
+            "GetProduct",
+            Some("unary"),
+        )),
+    );
+    reset_early.want.route = Some("/v1/products/{id}".into());
+
+    let mut cut_req = grpc_frame(0, b"\x0a\x02hi");
+    cut_req.extend(&grpc_frame(0, &bytes(9, 30))[..12]); // declares 30 bytes, 7 arrive
+    let malformed_request = Lifecycle::new(
+        "request body ends mid-frame",
+        vec![
+            At(0),
+            RequestHeaders(
+                grpc_request("/wirelens.v1.Hello/SayHello", "application/grpc"),
+                false,
+            ),
+            RequestBody(cut_req[..6].to_vec(), false),
+            At(1_000),
+            RequestBody(cut_req[6..].to_vec(), true),
+            At(2_000),
+            ResponseHeaders(
+                h(&[(":status", "200"), ("content-type", "application/grpc")]),
+                false,
+            ),
+            ResponseBody(grpc_frame(0, b""), false),
+            At(3_000),
+            ResponseTrailers(h(&[
+                ("grpc-status", "13"),
+                ("grpc-message", "truncated%20request"),
+            ])),
+        ],
+        Want {
+            grpc_status: Some(13),
+            grpc_message: Some("truncated request"),
+            // Only the complete frame counts.
+            frames: Some((dir(&[(0, 4)], None), dir(&[(0, 0)], None))),
+            times: (Some(2), Some(3), Some(1)),
+            malformed: true,
+        }
+        .on(say_hello("grpc")),
+    );
+
+    // grpc-web binary: the response ends inside a frame prefix.
+    let mut cut_resp = grpc_frame(0, b"ok");
+    cut_resp.extend([0x80, 0, 0]); // 3 of 5 prefix bytes
+    let malformed_response = Lifecycle::new(
+        "grpc-web response ends inside a frame prefix",
+        vec![
+            At(0),
+            RequestHeaders(
+                grpc_web_request("/wirelens.v1.Hello/SayHello", "application/grpc-web"),
+                true,
+            ),
+            ResponseHeaders(
+                h(&[(":status", "200"), ("content-type", "application/grpc-web")]),
+                false,
+            ),
+            ResponseBody(cut_resp, true),
+        ],
+        Want {
+            frames: Some((Dir::default(), dir(&[(0, 2)], None))),
+            times: (Some(0), Some(0), Some(0)),
+            malformed: true,
+            ..OK
+        }
+        .on(say_hello("grpc-web")),
+    );
+
+    // grpc-web-text: an invalid base64 character in the request body.
+    let bad_text = format!("{}*AAA", base64(&grpc_frame(0, b"abc")));
+    let bad_base64 = Lifecycle::new(
+        "grpc-web-text request with bad base64",
+        vec![
+            At(0),
+            RequestHeaders(
+                grpc_web_request("/wirelens.v1.Hello/SayHello", "application/grpc-web-text"),
+                false,
+            ),
+            RequestBody(bad_text.into_bytes(), true),
+            ResponseHeaders(
+                h(&[
+                    (":status", "200"),
+                    ("content-type", "application/grpc-web-text"),
+                ]),
+                false,
+            ),
+            ResponseBody(
+                base64(&grpc_frame(0x80, b"grpc-status:0\r\n")).into_bytes(),
+                true,
+            ),
+        ],
+        Want {
+            grpc_status: Some(0),
+            frames: Some((
+                dir(&[(0, 3)], None),
+                dir(&[], Some(b"grpc-status:0\r\n".len())),
+            )),
+            times: (Some(0), Some(0), Some(0)),
+            malformed: true,
+            ..OK
+        }
+        .on(say_hello("grpc-web-text")),
+    );
+
+    // Envoy's grpc_web filter (after wirelens in the chain, so before it on
+    // the response path) turns upstream trailers into a 0x80 frame passed
+    // as body data (end_of_stream false), then the emptied trailer map
+    // reaches wirelens: proxy_on_response_trailers with 0 trailers.
+    let block = b"grpc-status:0\r\ngrpc-message:\r\nx-trace:abc\r\n";
+    let grpc_web_envoy = Lifecycle::new(
+        "grpc-web as Envoy delivers it: empty trailers after the trailer frame",
+        vec![
+            At(0),
+            RequestHeaders(
+                grpc_web_request("/wirelens.v1.Hello/SayHello", "application/grpc-web+proto"),
+                false,
+            ),
+            RequestBody(grpc_frame(0, b"\x0a\x01x"), true),
+            At(1_000_000),
+            ResponseHeaders(
+                h(&[
+                    (":status", "200"),
+                    ("content-type", "application/grpc-web+proto"),
+                ]),
+                false,
+            ),
+            ResponseBody(grpc_frame(0, b"\x0a\x07hello x"), false),
+            ResponseBody(grpc_frame(0x80, block), false),
+            At(2_000_000),
+            ResponseTrailers(Vec::new()),
+        ],
+        Want {
+            grpc_status: Some(0), // empty grpc-message: omitted
+            frames: Some((dir(&[(0, 3)], None), dir(&[(0, 9)], Some(block.len())))),
+            times: (Some(1000), Some(2000), Some(0)),
+            ..OK
+        }
+        .on(say_hello("grpc-web")),
+    );
+
+    for lifecycle in [
+        rest,
+        grpc_unary,
+        trailers_only,
+        reset,
+        reset_early,
+        malformed_request,
+        malformed_response,
+        bad_base64,
+        grpc_web_envoy,
+    ] {
+        lifecycle.run();
+    }
 }
 
 #[test]
@@ -402,276 +781,6 @@ fn grpc_web_text_request_and_response() {
     want.ttfb_us = Some(us(0, 5_000_000));
     want.duration_us = Some(us(0, 6_000_000));
     want.req_duration_us = Some(us(0, 100_000 * req_pieces.len() as u64));
-    assert_record(&record, &want);
-    finish_clean(&mut vm, ctx);
-}
-
-#[test]
-fn trailers_only_grpc_error_with_percent_encoded_message() {
-    let mut vm = Vm::with_config(CONFIG).unwrap();
-    let ctx = vm.create_stream().unwrap();
-    let req = grpc_request("/wirelens.v1.Catalog/GetProduct", "application/grpc");
-    let req_msg = b"\x08\x00";
-    let req_body = grpc_frame(0, req_msg);
-    let message = "id must be > 0 — got 0 (100%)\tsee «docs»";
-    let encoded = percent_encode(message);
-    assert!(
-        encoded.contains("%25") && encoded.contains("%E2%80%94") && encoded.contains("%09"),
-        "{encoded}"
-    );
-    let resp = h(&[
-        (":status", "200"),
-        ("content-type", "application/grpc"),
-        ("grpc-status", "3"),
-        ("grpc-message", &encoded),
-    ]);
-
-    silent(&mut vm, |vm| {
-        at(vm, 0);
-        vm.request_headers(ctx, &req, false).unwrap();
-        at(vm, 300_000);
-        vm.request_body(ctx, &req_body, true).unwrap();
-    });
-    at(&mut vm, 1_234_567);
-    let props = publishes(&mut vm, |vm| vm.response_headers(ctx, &resp, true).unwrap());
-    let record = check_publication(&props, ctx);
-
-    let mut want = Expect::new("grpc").op(
-        "catalog.GetProduct",
-        "wirelens.v1.Catalog",
-        "GetProduct",
-        Some("unary"),
-    );
-    want.grpc_status = Some(3);
-    want.grpc_message = Some(message.into());
-    want.req_headers = header_bytes(&req);
-    want.resp_headers = header_bytes(&resp);
-    want.req_body = req_body.len() as u64;
-    let mut rq = Dir::default();
-    rq.message(0, req_msg.len());
-    want.frames = Some((rq, Dir::default()));
-    want.ttfb_us = Some(us(0, 1_234_567));
-    want.duration_us = Some(us(0, 1_234_567));
-    want.req_duration_us = Some(us(0, 300_000));
-    assert_record(&record, &want);
-    // The tab is a control character: escaped as \u0009 in the record.
-    assert!(std::str::from_utf8(&props[0].value)
-        .unwrap()
-        .contains(r"\u0009see"));
-    finish_clean(&mut vm, ctx);
-}
-
-#[test]
-fn reset_stream_published_from_on_log() {
-    let mut vm = Vm::with_config(CONFIG).unwrap();
-    let ctx = vm.create_stream().unwrap();
-    let req = grpc_request("/wirelens.v1.Upload/Collect", "application/grpc");
-    // One whole message, then half of the next one: the client resets.
-    let mut req_body = grpc_frame(0, &bytes(1, 100));
-    req_body.extend(&grpc_frame(0, &bytes(2, 50))[..20]);
-    let resp = h(&[(":status", "200"), ("content-type", "application/grpc")]);
-    let mut resp_body = grpc_frame(1, &bytes(3, 64));
-    resp_body.extend(&grpc_frame(0, &bytes(4, 64))[..3]);
-
-    silent(&mut vm, |vm| {
-        at(vm, 0);
-        vm.request_headers(ctx, &req, false).unwrap();
-        vm.request_body(ctx, &req_body, false).unwrap();
-        at(vm, 2_000_000);
-        vm.response_headers(ctx, &resp, false).unwrap();
-        vm.response_body(ctx, &resp_body, false).unwrap();
-    });
-    at(&mut vm, 7_654_321);
-    let props = publishes(&mut vm, |vm| vm.log(ctx).unwrap());
-    let record = check_publication(&props, ctx);
-    silent(&mut vm, |vm| {
-        vm.done(ctx).unwrap();
-        vm.delete(ctx).unwrap();
-    });
-
-    let mut want = Expect::new("grpc").op(
-        "upload.Collect",
-        "wirelens.v1.Upload",
-        "Collect",
-        Some("client"),
-    );
-    want.req_headers = header_bytes(&req);
-    want.resp_headers = header_bytes(&resp);
-    want.req_body = req_body.len() as u64;
-    want.resp_body = resp_body.len() as u64;
-    let (mut rq, mut rs) = (Dir::default(), Dir::default());
-    rq.message(0, 100);
-    rs.message(1, 64);
-    want.frames = Some((rq, rs));
-    want.ttfb_us = Some(us(0, 2_000_000));
-    want.duration_us = Some(us(0, 7_654_321)); // on_log time − start
-    want.req_duration_us = None; // the request never ended
-    want.malformed = false; // a reset mid-frame is not malformed
-    assert_record(&record, &want);
-    assert_clean(&vm);
-}
-
-#[test]
-fn reset_before_response_headers() {
-    let mut vm = Vm::with_config(CONFIG).unwrap();
-    let ctx = vm.create_stream().unwrap();
-    let req = h(&[
-        (":method", "GET"),
-        (":path", "/v1/products/42"),
-        (":authority", "x"),
-        (":scheme", "http"),
-    ]);
-    silent(&mut vm, |vm| {
-        at(vm, 10_000);
-        vm.request_headers(ctx, &req, true).unwrap();
-    });
-    at(&mut vm, 30_010_000);
-    let props = publishes(&mut vm, |vm| vm.log(ctx).unwrap());
-    let record = check_publication(&props, ctx);
-    let mut want = Expect::new("rest").op(
-        "catalog.GetProduct",
-        "wirelens.v1.Catalog",
-        "GetProduct",
-        Some("unary"),
-    );
-    want.route = Some("/v1/products/{id}".into());
-    want.req_headers = header_bytes(&req);
-    want.duration_us = Some(us(10_000, 30_010_000));
-    want.req_duration_us = Some(0); // headers with end of stream
-    assert_record(&record, &want);
-    silent(&mut vm, |vm| {
-        vm.done(ctx).unwrap();
-        vm.delete(ctx).unwrap();
-    });
-    assert_clean(&vm);
-}
-
-#[test]
-fn malformed_request_body_ends_mid_frame() {
-    let mut vm = Vm::with_config(CONFIG).unwrap();
-    let ctx = vm.create_stream().unwrap();
-    let req = grpc_request("/wirelens.v1.Hello/SayHello", "application/grpc");
-    let mut req_body = grpc_frame(0, b"\x0a\x02hi");
-    let cut = grpc_frame(0, &bytes(9, 30));
-    req_body.extend(&cut[..12]); // declares 30 bytes, 7 arrive
-    let resp = h(&[(":status", "200"), ("content-type", "application/grpc")]);
-    let resp_body = grpc_frame(0, b"");
-    let trailers = h(&[
-        ("grpc-status", "13"),
-        ("grpc-message", "truncated%20request"),
-    ]);
-
-    silent(&mut vm, |vm| {
-        at(vm, 0);
-        vm.request_headers(ctx, &req, false).unwrap();
-        vm.request_body(ctx, &req_body[..6], false).unwrap();
-        at(vm, 1_000);
-        vm.request_body(ctx, &req_body[6..], true).unwrap();
-        at(vm, 2_000);
-        vm.response_headers(ctx, &resp, false).unwrap();
-        vm.response_body(ctx, &resp_body, false).unwrap();
-    });
-    at(&mut vm, 3_000);
-    let props = publishes(&mut vm, |vm| vm.response_trailers(ctx, &trailers).unwrap());
-    let record = check_publication(&props, ctx);
-
-    let mut want = Expect::new("grpc").op(
-        "hello.SayHello",
-        "wirelens.v1.Hello",
-        "SayHello",
-        Some("unary"),
-    );
-    want.grpc_status = Some(13);
-    want.grpc_message = Some("truncated request".into());
-    want.req_headers = header_bytes(&req);
-    want.resp_headers = header_bytes(&resp);
-    want.resp_trailers = header_bytes(&trailers);
-    want.req_body = req_body.len() as u64;
-    want.resp_body = resp_body.len() as u64;
-    let (mut rq, mut rs) = (Dir::default(), Dir::default());
-    rq.message(0, 4); // only the complete frame counts
-    rs.message(0, 0);
-    want.frames = Some((rq, rs));
-    want.ttfb_us = Some(2);
-    want.duration_us = Some(3);
-    want.req_duration_us = Some(1);
-    want.malformed = true;
-    assert_record(&record, &want);
-    finish_clean(&mut vm, ctx);
-}
-
-#[test]
-fn malformed_response_body_ends_mid_frame_and_bad_base64() {
-    // grpc-web binary: the response ends inside a frame prefix.
-    let mut vm = Vm::with_config(CONFIG).unwrap();
-    let ctx = vm.create_stream().unwrap();
-    let req = grpc_web_request("/wirelens.v1.Hello/SayHello", "application/grpc-web");
-    let resp = h(&[(":status", "200"), ("content-type", "application/grpc-web")]);
-    let mut resp_body = grpc_frame(0, b"ok");
-    resp_body.extend([0x80, 0, 0]); // 3 of 5 prefix bytes
-    at(&mut vm, 0);
-    vm.request_headers(ctx, &req, true).unwrap();
-    vm.response_headers(ctx, &resp, false).unwrap();
-    let props = publishes(&mut vm, |vm| {
-        vm.response_body(ctx, &resp_body, true).unwrap()
-    });
-    let record = check_publication(&props, ctx);
-    let mut want = Expect::new("grpc-web").op(
-        "hello.SayHello",
-        "wirelens.v1.Hello",
-        "SayHello",
-        Some("unary"),
-    );
-    want.req_headers = header_bytes(&req);
-    want.resp_headers = header_bytes(&resp);
-    want.resp_body = resp_body.len() as u64;
-    let mut rs = Dir::default();
-    rs.message(0, 2);
-    want.frames = Some((Dir::default(), rs));
-    want.ttfb_us = Some(0);
-    want.duration_us = Some(0);
-    want.req_duration_us = Some(0);
-    want.malformed = true;
-    assert_record(&record, &want);
-    finish_clean(&mut vm, ctx);
-
-    // grpc-web-text: an invalid base64 character in the request body.
-    let ctx = vm.create_stream().unwrap();
-    let req = grpc_web_request("/wirelens.v1.Hello/SayHello", "application/grpc-web-text");
-    let good = base64(&grpc_frame(0, b"abc"));
-    let text = format!("{good}*AAA");
-    at(&mut vm, 0);
-    vm.request_headers(ctx, &req, false).unwrap();
-    vm.request_body(ctx, text.as_bytes(), true).unwrap();
-    let resp = h(&[
-        (":status", "200"),
-        ("content-type", "application/grpc-web-text"),
-    ]);
-    let resp_text = base64(&grpc_frame(0x80, b"grpc-status:0\r\n"));
-    vm.response_headers(ctx, &resp, false).unwrap();
-    let props = publishes(&mut vm, |vm| {
-        vm.response_body(ctx, resp_text.as_bytes(), true).unwrap()
-    });
-    let record = check_publication(&props, ctx);
-    let mut want = Expect::new("grpc-web-text").op(
-        "hello.SayHello",
-        "wirelens.v1.Hello",
-        "SayHello",
-        Some("unary"),
-    );
-    want.grpc_status = Some(0);
-    want.req_headers = header_bytes(&req);
-    want.resp_headers = header_bytes(&resp);
-    want.req_body = text.len() as u64;
-    want.resp_body = resp_text.len() as u64;
-    let (mut rq, mut rs) = (Dir::default(), Dir::default());
-    rq.message(0, 3);
-    rs.trailer_frame(b"grpc-status:0\r\n".len());
-    want.frames = Some((rq, rs));
-    want.ttfb_us = Some(0);
-    want.duration_us = Some(0);
-    want.req_duration_us = Some(0);
-    want.malformed = true;
     assert_record(&record, &want);
     finish_clean(&mut vm, ctx);
 }
@@ -933,60 +1042,6 @@ fn host_refusals_are_survived() {
 }
 
 #[test]
-fn grpc_web_as_envoy_delivers_it_empty_trailers_after_the_trailer_frame() {
-    // Envoy's grpc_web filter (after wirelens in the chain, so before it on
-    // the response path) turns upstream trailers into a 0x80 frame passed
-    // as body data (end_of_stream false), then the emptied trailer map
-    // reaches wirelens: proxy_on_response_trailers with 0 trailers.
-    let mut vm = Vm::with_config(CONFIG).unwrap();
-    let ctx = vm.create_stream().unwrap();
-    let req = grpc_web_request("/wirelens.v1.Hello/SayHello", "application/grpc-web+proto");
-    let req_body = grpc_frame(0, b"\x0a\x01x");
-    let resp = h(&[
-        (":status", "200"),
-        ("content-type", "application/grpc-web+proto"),
-    ]);
-    let data = grpc_frame(0, b"\x0a\x07hello x");
-    let block = b"grpc-status:0\r\ngrpc-message:\r\nx-trace:abc\r\n";
-    let trailer_frame = grpc_frame(0x80, block);
-    silent(&mut vm, |vm| {
-        at(vm, 0);
-        vm.request_headers(ctx, &req, false).unwrap();
-        vm.request_body(ctx, &req_body, true).unwrap();
-        at(vm, 1_000_000);
-        vm.response_headers(ctx, &resp, false).unwrap();
-        vm.response_body(ctx, &data, false).unwrap();
-        vm.response_body(ctx, &trailer_frame, false).unwrap();
-    });
-    at(&mut vm, 2_000_000);
-    let props = publishes(&mut vm, |vm| {
-        vm.response_trailers(ctx, &Vec::new()).unwrap()
-    });
-    let record = check_publication(&props, ctx);
-    let mut want = Expect::new("grpc-web").op(
-        "hello.SayHello",
-        "wirelens.v1.Hello",
-        "SayHello",
-        Some("unary"),
-    );
-    want.grpc_status = Some(0); // empty grpc-message: omitted
-    want.req_headers = header_bytes(&req);
-    want.resp_headers = header_bytes(&resp);
-    want.req_body = req_body.len() as u64;
-    want.resp_body = (data.len() + trailer_frame.len()) as u64;
-    let (mut rq, mut rs) = (Dir::default(), Dir::default());
-    rq.message(0, 3);
-    rs.message(0, 9);
-    rs.trailer_frame(block.len());
-    want.frames = Some((rq, rs));
-    want.ttfb_us = Some(1000);
-    want.duration_us = Some(2000);
-    want.req_duration_us = Some(0);
-    assert_record(&record, &want);
-    finish_clean(&mut vm, ctx);
-}
-
-#[test]
 fn grpc_request_answered_with_a_non_grpc_error_page() {
     let mut vm = Vm::with_config(CONFIG).unwrap();
     let ctx = vm.create_stream().unwrap();
@@ -1044,7 +1099,7 @@ fn grpc_request_answered_with_a_non_grpc_error_page() {
     );
     vm.done(ctx).unwrap();
     vm.delete(ctx).unwrap();
-    assert_clean(&mut vm);
+    assert_clean(&vm);
 }
 
 #[test]

@@ -1,8 +1,12 @@
 //! Host-free core of the wirelens proxy-wasm filter.
 //!
-//! Nothing in this crate talks to a proxy: the wasm adapter (`wirelens-filter`)
-//! reads headers, bodies and the clock from the host and drives a [`Call`];
-//! tests and fuzz targets drive the same types with plain bytes.
+//! Nothing in this crate talks to a proxy. A [`Call`] is driven by its
+//! caller: each stream callback passes a [`Host`] (what the core asks of
+//! the proxy: a header map's entries or size, body bytes at an offset, the
+//! clock, one publication), and the call decides which of those to make.
+//! The wasm adapter (`wirelens-filter`) implements [`Host`] over the
+//! proxy-wasm ABI; tests, fuzz targets and harnesses drive the same code
+//! through [`MemoryHost`].
 //!
 //! * [`classify`]: protocol from the request `content-type`.
 //! * [`frame`]: streaming gRPC / gRPC-Web length-prefixed frame parser and the
@@ -13,22 +17,36 @@
 //! * [`config`]: the plugin configuration (operation map + publishing options).
 //! * [`opmap`]: operation map, `google.api.http` template matching.
 //! * [`sample`]: the per-call sampling decision.
-//! * [`record`]: the per-call state machine and the published record.
-//! * [`json`]: the compact JSON writer the record is serialized with.
+//! * [`host`]: the [`Host`] trait a call is driven with, and [`MemoryHost`].
+//! * [`call`]: the per-call state machine: what it asks of the host, when it
+//!   publishes.
+//! * [`body`]: how one direction of a body is read (windows, frame parser,
+//!   base64).
+//! * [`record`]: the published record and its JSON writer.
+//! * [`names`]: the record's attribute names and the short names it is
+//!   published under.
+//! * [`json`]: the compact JSON object writer.
 
 pub mod base64;
+pub mod body;
+pub mod call;
 pub mod classify;
 pub mod config;
 pub mod frame;
 pub mod headers;
+pub mod host;
 pub mod json;
+pub mod names;
 pub mod opmap;
 pub mod percent;
 pub mod record;
 pub mod sample;
 
+pub use call::Call;
 pub use classify::{classify, Protocol};
 pub use config::{Config, Fields, Options};
+pub use host::{Body, HeaderMap, Host, HostCalls, MemoryHost, PROPERTY_RECORD};
+pub use names::{KEYS, WIRE_KEYS};
 pub use opmap::{ConfigError, OpMap, Streaming};
-pub use record::{BodySource, Call, Record, KEYS, PROPERTY_RECORD, WIRE_KEYS};
+pub use record::Record;
 pub use sample::Sampler;

@@ -1,13 +1,14 @@
-//! Whole-call tests: a synthetic exchange per protocol, driven the way the
-//! wasm adapter drives the core, checking the complete published record.
+//! Whole-call tests: a synthetic exchange per protocol, driven through the
+//! callbacks the wasm adapter forwards with a `MemoryHost`, checking the
+//! complete published record and the host calls made.
 
 use serde_json::{json, Map, Value};
 use std::rc::Rc;
 use wirelens_core::config::{Fields, Options};
 use wirelens_core::frame::{encode_frame, FrameStats};
-use wirelens_core::headers::{iter_serialized, serialize};
-use wirelens_core::record::{keys, BodySource, SliceSource};
-use wirelens_core::{Call, OpMap, Protocol, Streaming, KEYS, WIRE_KEYS};
+use wirelens_core::headers::serialize;
+use wirelens_core::names::{attribute_name, keys};
+use wirelens_core::{Call, HostCalls, MemoryHost, OpMap, Protocol, KEYS, WIRE_KEYS};
 
 const CONFIG: &str = r#"{
   "operations": [
@@ -32,8 +33,10 @@ fn hbytes(h: Pairs) -> u64 {
     h.iter().map(|(n, v)| (n.len() + v.len()) as u64).sum()
 }
 
-/// Drives one call the way the adapter does: headers through the serialized
-/// map format, bodies in the given chunks through a `BodySource`.
+/// One call as Envoy delivers it: header maps (serialized by the
+/// [`MemoryHost`]), body chunks, optional response trailers. The call is
+/// driven through the same callbacks the wasm adapter forwards, so it makes
+/// the filter's host calls and publishes what the filter publishes.
 struct Exchange<'a> {
     req_headers: Pairs<'a>,
     req_chunks: Vec<Vec<u8>>,
@@ -51,76 +54,81 @@ impl<'a> Exchange<'a> {
     }
 
     fn run_with(&self, map: Rc<OpMap>, options: Options) -> Call {
+        self.drive(map, options).0
+    }
+
+    /// Runs the exchange through `on_log`; returns the call and its host.
+    /// Checks on the way what holds for every complete exchange: the clock
+    /// is read only by the callbacks that start or end a direction, REST
+    /// bodies are never read, the response completes with its last event,
+    /// and exactly one record is published: [`Call::record`] under the
+    /// short names, before the log phase unless the response headers were
+    /// only sized and no trailers came.
+    fn drive(&self, map: Rc<OpMap>, options: Options) -> (Call, MemoryHost) {
         let mut call = Call::new(map)
             .with_read_window(self.window)
             .with_options(options);
-        let req_buf = serialize(self.req_headers);
+        let mut host = MemoryHost {
+            now: Some(1_000_000),
+            request_headers: Some(serialize(self.req_headers)),
+            response_headers: Some(serialize(self.resp_headers)),
+            response_trailers: self.resp_trailers.map(serialize),
+            ..MemoryHost::default()
+        };
         let req_eos = self.req_chunks.is_empty();
-        call.on_request_headers(iter_serialized(&req_buf), req_eos, Some(1_000_000));
+        call.on_request_headers(&mut host, req_eos);
+        assert_eq!(host.calls.clock, 1);
+        host.now = Some(2_000_000);
         let n = self.req_chunks.len();
         for (i, c) in self.req_chunks.iter().enumerate() {
-            let mut src = SliceSource::new(c);
             let last = i + 1 == n;
-            let now = move || {
-                assert!(last, "clock read for a request chunk that does not end it");
-                Some(2_000_000)
-            };
-            if call.wants_request_body() {
-                call.on_request_body(c.len(), last, &mut src, now);
-            } else {
-                call.on_request_body(c.len(), last, &mut NoRead, now);
-            }
+            let clock = host.calls.clock;
+            host.request_body = Some(c.clone());
+            call.on_request_body(&mut host, c.len(), last);
+            assert_eq!(
+                host.calls.clock - clock,
+                usize::from(last),
+                "the clock is read by the request chunk that ends it, only"
+            );
         }
-        let resp_buf = serialize(self.resp_headers);
+        host.now = Some(3_500_000);
         let only_headers = self.resp_chunks.is_empty() && self.resp_trailers.is_none();
-        // As the adapter does: the entries only when they are needed.
-        let done = if call.response_headers_need_entries(only_headers) {
-            call.on_response_headers(iter_serialized(&resp_buf), only_headers, || Some(3_500_000))
-        } else {
-            let size = iter_serialized(&resp_buf)
-                .map(|(n, v)| n.len() + v.len())
-                .sum::<usize>();
-            call.on_response_header_size(size as u64, only_headers, || Some(3_500_000))
-        };
-        assert_eq!(done, only_headers);
+        call.on_response_headers(&mut host, only_headers);
+        assert_eq!(host.calls.publications, usize::from(only_headers));
+        host.now = Some(9_000_000);
         let n = self.resp_chunks.len();
         for (i, c) in self.resp_chunks.iter().enumerate() {
             let last = i + 1 == n && self.resp_trailers.is_none();
-            let mut src = SliceSource::new(c);
-            let done = if call.wants_response_body() {
-                call.on_response_body(c.len(), last, &mut src, || Some(9_000_000))
-            } else {
-                call.on_response_body(c.len(), last, &mut NoRead, || Some(9_000_000))
-            };
-            assert_eq!(done, last);
+            host.response_body = Some(c.clone());
+            call.on_response_body(&mut host, c.len(), last);
+            assert_eq!(call.response_complete(), last);
         }
-        if let Some(t) = self.resp_trailers {
-            let buf = serialize(t);
-            let size = hbytes(t);
-            // As the adapter does: the entries only when they are needed.
-            assert!(if call.response_trailers_need_entries(size) {
-                call.on_response_trailers(iter_serialized(&buf), || Some(9_000_000))
-            } else {
-                call.on_response_trailer_size(size, || Some(9_000_000))
-            });
+        if self.resp_trailers.is_some() {
+            call.on_response_trailers(&mut host);
         }
         assert!(call.response_complete());
-        assert!(call.claim_publish());
-        if call.response_headers_deferred() {
-            call.on_deferred_response_headers(iter_serialized(&resp_buf));
-        }
-        assert!(!call.claim_publish());
         assert!(call.request_complete());
-        call
-    }
-}
-
-/// A body source that must never be read (REST bodies are not read).
-struct NoRead;
-impl BodySource for NoRead {
-    type Buf = Vec<u8>;
-    fn read(&mut self, _: usize, _: usize) -> Option<Vec<u8>> {
-        panic!("body must not be read");
+        let deferred = host.calls.publications == 0;
+        let before = host.calls;
+        call.on_log(&mut host);
+        assert_eq!(host.calls.clock, before.clock, "no clock in the log phase");
+        assert_eq!(
+            host.calls.map_copies - before.map_copies,
+            usize::from(deferred),
+            "the log phase copies the deferred response headers, only"
+        );
+        assert_eq!(host.calls.publications, 1);
+        if deferred {
+            // Only native gRPC defers: its sized headers are read now.
+            assert_eq!(call.protocol(), Some(Protocol::Grpc));
+        }
+        if !call.protocol().is_some_and(Protocol::is_grpc_family) {
+            assert_eq!(host.calls.body_reads, 0, "REST bodies are never read");
+        }
+        let mut published = String::new();
+        call.record(None).write_json(&mut published);
+        assert_eq!(host.published, [published]);
+        (call, host)
     }
 }
 
@@ -234,38 +242,6 @@ const REST_RESP: &[(&str, &str)] = &[
     ("content-length", "25"),
 ];
 
-#[test]
-fn golden_rest() {
-    // Bodies look like gRPC frames on purpose: REST bodies are never parsed.
-    let body = encode_frame(0, b"{\"id\":42,\"name\":\"x\"}");
-    let call = Exchange {
-        req_headers: REST_REQ,
-        req_chunks: vec![],
-        resp_headers: REST_RESP,
-        resp_chunks: vec![body[..10].to_vec(), body[10..].to_vec()],
-        resp_trailers: None,
-        window: 1024,
-    }
-    .run(map());
-    assert_eq!(
-        record_json(&call),
-        r#"{"wirelens.protocol":"rest","wirelens.operation":"catalog.GetProduct","rpc.service":"wirelens.v1.Catalog","rpc.method":"GetProduct","wirelens.streaming":"unary","http.route":"/v1/products/{id}","wirelens.request.header.size":83,"wirelens.response.header.size":54,"wirelens.response.trailer.size":0,"http.request.body.size":0,"http.response.body.size":25,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":8000,"wirelens.request.duration_us":0,"wirelens.malformed":0}"#
-    );
-    expect(
-        &call,
-        &[
-            (keys::REQ_HEADER_SIZE, json!(hbytes(REST_REQ))),
-            (keys::RESP_HEADER_SIZE, json!(hbytes(REST_RESP))),
-            (keys::RESP_BODY_SIZE, json!(body.len())),
-        ],
-    );
-    absent(&call, &GRPC_ONLY);
-    let r = call.record(None);
-    assert_eq!(r.protocol, Some(Protocol::Rest));
-    assert_eq!(r.streaming, Some(Streaming::Unary));
-    assert_eq!(r.frames, None);
-}
-
 const PROTO_REQ: &[(&str, &str)] = &[
     (":method", "POST"),
     (":path", "/v1/hello"),
@@ -276,102 +252,6 @@ const PROTO_RESP: &[(&str, &str)] = &[
     ("content-type", "application/x-protobuf"),
 ];
 
-#[test]
-fn golden_rest_proto() {
-    let call = Exchange {
-        req_headers: PROTO_REQ,
-        req_chunks: vec![b"\x0a\x05world".to_vec()],
-        resp_headers: PROTO_RESP,
-        resp_chunks: vec![b"\x0a\x0bhello world".to_vec()],
-        resp_trailers: None,
-        window: 1024,
-    }
-    .run(map());
-    assert_eq!(
-        record_json(&call),
-        r#"{"wirelens.protocol":"rest-proto","wirelens.operation":"hello.SayHello","rpc.service":"wirelens.v1.Hello","rpc.method":"SayHello","wirelens.streaming":"unary","http.route":"/v1/hello","wirelens.request.header.size":59,"wirelens.response.header.size":44,"wirelens.response.trailer.size":0,"http.request.body.size":7,"http.response.body.size":13,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":8000,"wirelens.request.duration_us":1000,"wirelens.malformed":0}"#
-    );
-    expect(
-        &call,
-        &[
-            (keys::REQ_HEADER_SIZE, json!(hbytes(PROTO_REQ))),
-            (keys::RESP_HEADER_SIZE, json!(hbytes(PROTO_RESP))),
-        ],
-    );
-    // rest_transcoded only changes `rest`.
-    let call = Exchange {
-        req_headers: PROTO_REQ,
-        req_chunks: vec![b"\x0a\x05world".to_vec()],
-        resp_headers: PROTO_RESP,
-        resp_chunks: vec![],
-        resp_trailers: None,
-        window: 1024,
-    }
-    .run_with(map(), Options::default().with_rest_transcoded(true));
-    expect(&call, &[(keys::PROTOCOL, json!("rest-proto"))]);
-}
-
-#[test]
-fn bodiless_get_accepting_protobuf_is_rest_proto() {
-    let req: Pairs = &[
-        (":method", "GET"),
-        (":path", "/v1/hello?name=x"),
-        ("accept", "application/json;q=0.5, application/protobuf"),
-    ];
-    let call = Exchange {
-        req_headers: req,
-        req_chunks: vec![],
-        resp_headers: PROTO_RESP,
-        resp_chunks: vec![b"\x0a\x01x".to_vec()],
-        resp_trailers: None,
-        window: 1024,
-    }
-    .run(map());
-    expect(&call, &[(keys::PROTOCOL, json!("rest-proto"))]);
-}
-
-#[test]
-fn golden_rest_transcoded() {
-    let req: Pairs = &[
-        (":method", "POST"),
-        (":path", "/v1/hello"),
-        ("content-type", "application/json"),
-    ];
-    let resp: Pairs = &[(":status", "200"), ("content-type", "application/json")];
-    let options = Options::default()
-        .with_rest_transcoded(true)
-        .with_sample_rate(0.25);
-    let call = Exchange {
-        req_headers: req,
-        req_chunks: vec![br#"{"name":"world"}"#.to_vec()],
-        resp_headers: resp,
-        resp_chunks: vec![br#"{"message":"hello world"}"#.to_vec()],
-        resp_trailers: None,
-        window: 1024,
-    }
-    .run_with(map(), options);
-    assert_eq!(
-        record_json(&call),
-        r#"{"wirelens.protocol":"rest-transcoded","wirelens.operation":"hello.SayHello","rpc.service":"wirelens.v1.Hello","rpc.method":"SayHello","wirelens.streaming":"unary","http.route":"/v1/hello","wirelens.request.header.size":53,"wirelens.response.header.size":38,"wirelens.response.trailer.size":0,"http.request.body.size":16,"http.response.body.size":25,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":8000,"wirelens.request.duration_us":1000,"wirelens.malformed":0,"wirelens.sample_rate":0.25}"#
-    );
-    assert_eq!(call.protocol(), Some(Protocol::RestTranscoded));
-    absent(&call, &GRPC_ONLY);
-    // Unmatched: the one fixed operation and the bounded path, no other names.
-    let call = Exchange {
-        req_headers: &[(":method", "GET"), (":path", "/healthz")],
-        req_chunks: vec![],
-        resp_headers: &[(":status", "404")],
-        resp_chunks: vec![],
-        resp_trailers: None,
-        window: 1024,
-    }
-    .run_with(map(), Options::default().with_rest_transcoded(true));
-    assert_eq!(
-        record_json(&call),
-        r#"{"wirelens.protocol":"rest-transcoded","wirelens.operation":"unknown","url.path":"/healthz","wirelens.request.header.size":23,"wirelens.response.header.size":10,"wirelens.response.trailer.size":0,"http.request.body.size":0,"http.response.body.size":0,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":2500,"wirelens.request.duration_us":0,"wirelens.malformed":0}"#
-    );
-}
-
 /// Request: a plain message, a compressed one and a zero-length one, split
 /// over two chunks (the split falls inside the second prefix).
 fn grpc_request_body() -> Vec<u8> {
@@ -379,47 +259,6 @@ fn grpc_request_body() -> Vec<u8> {
     b.extend(encode_frame(1, b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"));
     b.extend(encode_frame(0, b""));
     b
-}
-
-#[test]
-fn golden_grpc() {
-    let req_body = grpc_request_body();
-    let resp_body = encode_frame(0, b"\x0a\x0bhello world");
-    let resp_headers: Pairs = &[(":status", "200"), ("content-type", "application/grpc")];
-    let trailers: Pairs = &[("grpc-status", "0"), ("grpc-message", "all%20good")];
-    let call = Exchange {
-        req_headers: GRPC_REQ,
-        req_chunks: vec![req_body[..14].to_vec(), req_body[14..].to_vec()],
-        resp_headers,
-        resp_chunks: vec![resp_body.clone()],
-        resp_trailers: Some(trailers),
-        window: 16 * 1024,
-    }
-    .run(map());
-    assert_eq!(
-        record_json(&call),
-        r#"{"wirelens.protocol":"grpc","wirelens.operation":"hello.SayHello","rpc.service":"wirelens.v1.Hello","rpc.method":"SayHello","wirelens.streaming":"unary","rpc.grpc.status_code":0,"wirelens.grpc.message":"all good","wirelens.request.header.size":116,"wirelens.response.header.size":38,"wirelens.response.trailer.size":34,"http.request.body.size":32,"http.response.body.size":18,"wirelens.request.messages":3,"wirelens.response.messages":1,"wirelens.request.message.bytes":17,"wirelens.request.message.min":0,"wirelens.request.message.max":10,"wirelens.response.message.bytes":13,"wirelens.response.message.min":13,"wirelens.response.message.max":13,"wirelens.request.framing.bytes":15,"wirelens.response.framing.bytes":5,"wirelens.request.compressed_messages":1,"wirelens.response.compressed_messages":0,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":8000,"wirelens.request.duration_us":1000,"wirelens.malformed":0}"#
-    );
-    expect(
-        &call,
-        &[
-            (keys::REQ_HEADER_SIZE, json!(hbytes(GRPC_REQ))),
-            (keys::RESP_HEADER_SIZE, json!(hbytes(resp_headers))),
-            (keys::RESP_TRAILER_SIZE, json!(hbytes(trailers))),
-            (keys::REQ_BODY_SIZE, json!(req_body.len())),
-            (keys::RESP_BODY_SIZE, json!(resp_body.len())),
-        ],
-    );
-    // Complete frames: body = payload + framing.
-    let f = call.record(None).frames.unwrap();
-    assert_eq!(
-        f.request.message_bytes + f.request.framing_bytes,
-        req_body.len() as u64
-    );
-    assert_eq!(
-        f.response.message_bytes + f.response.framing_bytes,
-        resp_body.len() as u64
-    );
 }
 
 const WEB_REQ: &[(&str, &str)] = &[
@@ -435,40 +274,6 @@ const WEB_RESP: &[(&str, &str)] = &[
     ("content-type", "application/grpc-web+proto"),
 ];
 const WEB_TRAILER: &[u8] = b"grpc-status:5\r\ngrpc-message:product%2042%20not%20found\r\n";
-
-#[test]
-fn golden_grpc_web() {
-    let req_body = encode_frame(0, b"\x08\x2a");
-    let mut resp_body = encode_frame(0, b"\x0a\x03abc");
-    let trailer = encode_frame(0x80, WEB_TRAILER);
-    resp_body.extend_from_slice(&trailer);
-    // Envoy's grpc_web filter hands the trailer frame as its own chunk,
-    // followed by an empty trailer map.
-    let msg_len = resp_body.len() - trailer.len();
-    let call = Exchange {
-        req_headers: WEB_REQ,
-        req_chunks: vec![req_body.clone()],
-        resp_headers: WEB_RESP,
-        resp_chunks: vec![resp_body[..msg_len].to_vec(), trailer.clone()],
-        resp_trailers: Some(&[]),
-        window: 16 * 1024,
-    }
-    .run(map());
-    assert_eq!(
-        record_json(&call),
-        r#"{"wirelens.protocol":"grpc-web","wirelens.operation":"catalog.GetProduct","rpc.service":"wirelens.v1.Catalog","rpc.method":"GetProduct","wirelens.streaming":"unary","rpc.grpc.status_code":5,"wirelens.grpc.message":"product 42 not found","wirelens.request.header.size":147,"wirelens.response.header.size":48,"wirelens.response.trailer.size":0,"http.request.body.size":7,"http.response.body.size":71,"wirelens.request.messages":1,"wirelens.response.messages":1,"wirelens.request.message.bytes":2,"wirelens.request.message.min":2,"wirelens.request.message.max":2,"wirelens.response.message.bytes":5,"wirelens.response.message.min":5,"wirelens.response.message.max":5,"wirelens.request.framing.bytes":5,"wirelens.response.framing.bytes":66,"wirelens.request.compressed_messages":0,"wirelens.response.compressed_messages":0,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":8000,"wirelens.request.duration_us":1000,"wirelens.malformed":0}"#
-    );
-    expect(
-        &call,
-        &[
-            (keys::REQ_HEADER_SIZE, json!(hbytes(WEB_REQ))),
-            (keys::RESP_HEADER_SIZE, json!(hbytes(WEB_RESP))),
-            (keys::RESP_BODY_SIZE, json!(resp_body.len())),
-            // 5 (data prefix) + the whole trailer frame.
-            (keys::RESP_FRAMING_BYTES, json!(5 + trailer.len())),
-        ],
-    );
-}
 
 const TEXT_REQ: &[(&str, &str)] = &[
     (":method", "POST"),
@@ -504,30 +309,241 @@ fn text_exchange() -> (Vec<u8>, Vec<u8>) {
 
 const TEXT_GOLDEN: &str = r#"{"wirelens.protocol":"grpc-web-text","wirelens.operation":"hello.SayHello","rpc.service":"wirelens.v1.Hello","rpc.method":"SayHello","wirelens.streaming":"unary","rpc.grpc.status_code":0,"wirelens.grpc.message":"café","wirelens.request.header.size":111,"wirelens.response.header.size":53,"wirelens.response.trailer.size":0,"http.request.body.size":18,"http.response.body.size":112,"wirelens.request.messages":1,"wirelens.response.messages":3,"wirelens.request.message.bytes":7,"wirelens.request.message.min":7,"wirelens.request.message.max":7,"wirelens.response.message.bytes":17,"wirelens.response.message.min":0,"wirelens.response.message.max":13,"wirelens.request.framing.bytes":5,"wirelens.response.framing.bytes":59,"wirelens.request.compressed_messages":0,"wirelens.response.compressed_messages":1,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":8000,"wirelens.request.duration_us":1000,"wirelens.malformed":0}"#;
 
-#[test]
-fn golden_grpc_web_text() {
-    let (req, resp) = text_exchange();
-    let call = Exchange {
-        req_headers: TEXT_REQ,
-        req_chunks: vec![req.clone()],
-        resp_headers: TEXT_RESP,
-        resp_chunks: vec![resp.clone()],
+/// The record of each protocol (the README's examples), and variants that
+/// must not change it. Every row also checks what follows from its
+/// exchange alone: header and body sizes, no gRPC keys outside the gRPC
+/// family, and payload + framing = body for complete binary frames.
+struct Golden<'a> {
+    name: &'a str,
+    exchange: Exchange<'a>,
+    options: Options,
+    /// The whole record, under the attribute names.
+    json: Option<&'a str>,
+    /// Further values (`Value::Null`: absent).
+    expect: Vec<(&'a str, Value)>,
+}
+
+fn goldens<'a>(
+    rest_body: &'a [u8],
+    grpc_bodies: &'a (Vec<u8>, Vec<u8>),
+    web_bodies: &'a (Vec<u8>, Vec<u8>, usize),
+    text_bodies: &'a (Vec<u8>, Vec<u8>),
+) -> Vec<Golden<'a>> {
+    let (grpc_req, grpc_resp) = grpc_bodies;
+    let (web_req, web_resp, web_msg_len) = web_bodies;
+    let (text_req, text_resp) = text_bodies;
+    let transcoded_req: Pairs = &[
+        (":method", "POST"),
+        (":path", "/v1/hello"),
+        ("content-type", "application/json"),
+    ];
+    let healthz = || Exchange {
+        req_headers: &[(":method", "GET"), (":path", "/healthz")],
+        req_chunks: vec![],
+        resp_headers: &[(":status", "404")],
+        resp_chunks: vec![],
         resp_trailers: None,
-        window: 16 * 1024,
+        window: 1024,
+    };
+    let proto = || Exchange {
+        req_headers: PROTO_REQ,
+        req_chunks: vec![b"\x0a\x05world".to_vec()],
+        resp_headers: PROTO_RESP,
+        resp_chunks: vec![b"\x0a\x0bhello world".to_vec()],
+        resp_trailers: None,
+        window: 1024,
+    };
+    let transcoded = Options::default().with_rest_transcoded(true);
+    vec![
+        Golden {
+            // Bodies look like gRPC frames on purpose: REST bodies are never parsed.
+            name: "rest",
+            exchange: Exchange {
+                req_headers: REST_REQ,
+                req_chunks: vec![],
+                resp_headers: REST_RESP,
+                resp_chunks: vec![rest_body[..10].to_vec(), rest_body[10..].to_vec()],
+                resp_trailers: None,
+                window: 1024,
+            },
+            options: Options::default(),
+            json: Some(
+                r#"{"wirelens.protocol":"rest","wirelens.operation":"catalog.GetProduct","rpc.service":"wirelens.v1.Catalog","rpc.method":"GetProduct","wirelens.streaming":"unary","http.route":"/v1/products/{id}","wirelens.request.header.size":83,"wirelens.response.header.size":54,"wirelens.response.trailer.size":0,"http.request.body.size":0,"http.response.body.size":25,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":8000,"wirelens.request.duration_us":0,"wirelens.malformed":0}"#,
+            ),
+            expect: vec![],
+        },
+        Golden {
+            name: "rest-proto",
+            exchange: proto(),
+            options: Options::default(),
+            json: Some(
+                r#"{"wirelens.protocol":"rest-proto","wirelens.operation":"hello.SayHello","rpc.service":"wirelens.v1.Hello","rpc.method":"SayHello","wirelens.streaming":"unary","http.route":"/v1/hello","wirelens.request.header.size":59,"wirelens.response.header.size":44,"wirelens.response.trailer.size":0,"http.request.body.size":7,"http.response.body.size":13,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":8000,"wirelens.request.duration_us":1000,"wirelens.malformed":0}"#,
+            ),
+            expect: vec![],
+        },
+        Golden {
+            // rest_transcoded only changes `rest`.
+            name: "rest-proto, rest_transcoded",
+            exchange: Exchange {
+                resp_chunks: vec![],
+                ..proto()
+            },
+            options: transcoded,
+            json: None,
+            expect: vec![(keys::PROTOCOL, json!("rest-proto"))],
+        },
+        Golden {
+            name: "bodiless GET accepting protobuf",
+            exchange: Exchange {
+                req_headers: &[
+                    (":method", "GET"),
+                    (":path", "/v1/hello?name=x"),
+                    ("accept", "application/json;q=0.5, application/protobuf"),
+                ],
+                req_chunks: vec![],
+                resp_chunks: vec![b"\x0a\x01x".to_vec()],
+                ..proto()
+            },
+            options: Options::default(),
+            json: None,
+            expect: vec![(keys::PROTOCOL, json!("rest-proto"))],
+        },
+        Golden {
+            name: "rest-transcoded",
+            exchange: Exchange {
+                req_headers: transcoded_req,
+                req_chunks: vec![br#"{"name":"world"}"#.to_vec()],
+                resp_headers: &[(":status", "200"), ("content-type", "application/json")],
+                resp_chunks: vec![br#"{"message":"hello world"}"#.to_vec()],
+                resp_trailers: None,
+                window: 1024,
+            },
+            options: transcoded.with_sample_rate(0.25),
+            json: Some(
+                r#"{"wirelens.protocol":"rest-transcoded","wirelens.operation":"hello.SayHello","rpc.service":"wirelens.v1.Hello","rpc.method":"SayHello","wirelens.streaming":"unary","http.route":"/v1/hello","wirelens.request.header.size":53,"wirelens.response.header.size":38,"wirelens.response.trailer.size":0,"http.request.body.size":16,"http.response.body.size":25,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":8000,"wirelens.request.duration_us":1000,"wirelens.malformed":0,"wirelens.sample_rate":0.25}"#,
+            ),
+            expect: vec![],
+        },
+        Golden {
+            // Unmatched: the one fixed operation and the bounded path, no other names.
+            name: "rest-transcoded, unknown",
+            exchange: healthz(),
+            options: transcoded,
+            json: Some(
+                r#"{"wirelens.protocol":"rest-transcoded","wirelens.operation":"unknown","url.path":"/healthz","wirelens.request.header.size":23,"wirelens.response.header.size":10,"wirelens.response.trailer.size":0,"http.request.body.size":0,"http.response.body.size":0,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":2500,"wirelens.request.duration_us":0,"wirelens.malformed":0}"#,
+            ),
+            expect: vec![],
+        },
+        Golden {
+            // Request: a plain message, a compressed one and a zero-length
+            // one, over two chunks (the split falls inside the second prefix).
+            name: "grpc",
+            exchange: Exchange {
+                req_headers: GRPC_REQ,
+                req_chunks: vec![grpc_req[..14].to_vec(), grpc_req[14..].to_vec()],
+                resp_headers: &[(":status", "200"), ("content-type", "application/grpc")],
+                resp_chunks: vec![grpc_resp.clone()],
+                resp_trailers: Some(&[("grpc-status", "0"), ("grpc-message", "all%20good")]),
+                window: 16 * 1024,
+            },
+            options: Options::default(),
+            json: Some(
+                r#"{"wirelens.protocol":"grpc","wirelens.operation":"hello.SayHello","rpc.service":"wirelens.v1.Hello","rpc.method":"SayHello","wirelens.streaming":"unary","rpc.grpc.status_code":0,"wirelens.grpc.message":"all good","wirelens.request.header.size":116,"wirelens.response.header.size":38,"wirelens.response.trailer.size":34,"http.request.body.size":32,"http.response.body.size":18,"wirelens.request.messages":3,"wirelens.response.messages":1,"wirelens.request.message.bytes":17,"wirelens.request.message.min":0,"wirelens.request.message.max":10,"wirelens.response.message.bytes":13,"wirelens.response.message.min":13,"wirelens.response.message.max":13,"wirelens.request.framing.bytes":15,"wirelens.response.framing.bytes":5,"wirelens.request.compressed_messages":1,"wirelens.response.compressed_messages":0,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":8000,"wirelens.request.duration_us":1000,"wirelens.malformed":0}"#,
+            ),
+            expect: vec![],
+        },
+        Golden {
+            // Envoy's grpc_web filter hands the trailer frame as its own
+            // chunk, followed by an empty trailer map.
+            name: "grpc-web",
+            exchange: Exchange {
+                req_headers: WEB_REQ,
+                req_chunks: vec![web_req.clone()],
+                resp_headers: WEB_RESP,
+                resp_chunks: vec![
+                    web_resp[..*web_msg_len].to_vec(),
+                    web_resp[*web_msg_len..].to_vec(),
+                ],
+                resp_trailers: Some(&[]),
+                window: 16 * 1024,
+            },
+            options: Options::default(),
+            json: Some(
+                r#"{"wirelens.protocol":"grpc-web","wirelens.operation":"catalog.GetProduct","rpc.service":"wirelens.v1.Catalog","rpc.method":"GetProduct","wirelens.streaming":"unary","rpc.grpc.status_code":5,"wirelens.grpc.message":"product 42 not found","wirelens.request.header.size":147,"wirelens.response.header.size":48,"wirelens.response.trailer.size":0,"http.request.body.size":7,"http.response.body.size":71,"wirelens.request.messages":1,"wirelens.response.messages":1,"wirelens.request.message.bytes":2,"wirelens.request.message.min":2,"wirelens.request.message.max":2,"wirelens.response.message.bytes":5,"wirelens.response.message.min":5,"wirelens.response.message.max":5,"wirelens.request.framing.bytes":5,"wirelens.response.framing.bytes":66,"wirelens.request.compressed_messages":0,"wirelens.response.compressed_messages":0,"wirelens.time_to_first_byte_us":2500,"wirelens.duration_us":8000,"wirelens.request.duration_us":1000,"wirelens.malformed":0}"#,
+            ),
+            // 5 (data prefix) + the whole trailer frame.
+            expect: vec![(
+                keys::RESP_FRAMING_BYTES,
+                json!(5 + web_resp.len() - web_msg_len),
+            )],
+        },
+        Golden {
+            name: "grpc-web-text",
+            exchange: Exchange {
+                req_headers: TEXT_REQ,
+                req_chunks: vec![text_req.clone()],
+                resp_headers: TEXT_RESP,
+                resp_chunks: vec![text_resp.clone()],
+                resp_trailers: None,
+                window: 16 * 1024,
+            },
+            options: Options::default(),
+            json: Some(TEXT_GOLDEN),
+            // Framing on the decoded bytes: 3 data prefixes + the 5+39-byte trailer frame.
+            expect: vec![(keys::RESP_FRAMING_BYTES, json!(3 * 5 + 5 + 39))],
+        },
+    ]
+}
+
+#[test]
+fn goldens_per_protocol() {
+    let rest_body = encode_frame(0, b"{\"id\":42,\"name\":\"x\"}");
+    let grpc = (grpc_request_body(), encode_frame(0, b"\x0a\x0bhello world"));
+    let web = {
+        let mut resp = encode_frame(0, b"\x0a\x03abc");
+        let msg_len = resp.len();
+        resp.extend(encode_frame(0x80, WEB_TRAILER));
+        (encode_frame(0, b"\x08\x2a"), resp, msg_len)
+    };
+    let text = text_exchange();
+    for g in goldens(&rest_body, &grpc, &web, &text) {
+        let name = g.name;
+        let call = g.exchange.run_with(map(), g.options);
+        if let Some(json) = g.json {
+            assert_eq!(record_json(&call), json, "{name}");
+        }
+        let sum = |chunks: &[Vec<u8>]| chunks.iter().map(Vec::len).sum::<usize>();
+        let e = &g.exchange;
+        let mut want = vec![
+            (keys::REQ_HEADER_SIZE, json!(hbytes(e.req_headers))),
+            (keys::RESP_HEADER_SIZE, json!(hbytes(e.resp_headers))),
+            (
+                keys::RESP_TRAILER_SIZE,
+                json!(e.resp_trailers.map_or(0, hbytes)),
+            ),
+            (keys::REQ_BODY_SIZE, json!(sum(&e.req_chunks))),
+            (keys::RESP_BODY_SIZE, json!(sum(&e.resp_chunks))),
+        ];
+        want.extend(g.expect.iter().cloned());
+        expect(&call, &want);
+        let r = call.record(None);
+        let protocol = r.protocol.expect("a protocol");
+        if !protocol.is_grpc_family() {
+            absent(&call, &GRPC_ONLY);
+            assert_eq!(r.frames, None, "{name}");
+        }
+        if matches!(protocol, Protocol::Grpc | Protocol::GrpcWeb) {
+            // Complete frames: body = payload + framing.
+            let f = r.frames.unwrap();
+            for (dir, body) in [(f.request, &e.req_chunks), (f.response, &e.resp_chunks)] {
+                assert_eq!(
+                    dir.message_bytes + dir.framing_bytes,
+                    sum(body) as u64,
+                    "{name}"
+                );
+            }
+        }
     }
-    .run(map());
-    assert_eq!(record_json(&call), TEXT_GOLDEN);
-    // Framing on the decoded bytes: 3 data prefixes + the 5+39-byte trailer frame.
-    expect(
-        &call,
-        &[
-            (keys::REQ_HEADER_SIZE, json!(hbytes(TEXT_REQ))),
-            (keys::RESP_HEADER_SIZE, json!(hbytes(TEXT_RESP))),
-            (keys::REQ_BODY_SIZE, json!(req.len())),
-            (keys::RESP_BODY_SIZE, json!(resp.len())),
-            (keys::RESP_FRAMING_BYTES, json!(3 * 5 + 5 + 39)),
-        ],
-    );
 }
 
 // ------------------------------------------------------ publishing contract
@@ -558,7 +574,7 @@ fn record_json_reuses_its_buffer() {
     let published: Map<String, Value> = serde_json::from_str(&buf).unwrap();
     let expanded: std::collections::BTreeMap<&str, &Value> = published
         .iter()
-        .map(|(k, v)| (wirelens_core::record::attribute_name(k).unwrap(), v))
+        .map(|(k, v)| (attribute_name(k).unwrap(), v))
         .collect();
     let attributes = record_obj(&call);
     assert_eq!(
@@ -1099,36 +1115,59 @@ fn grpc_web_text_split_everywhere() {
 
 // ------------------------------------------------------------------ clock
 
-fn req_headers_only(call: &mut Call, eos: bool, t: u64) {
-    let h = serialize(GRPC_REQ);
-    call.on_request_headers(iter_serialized(&h), eos, Some(t));
+/// A call of [`GRPC_REQ`] after its request headers, and its host with the
+/// clock at `t`.
+fn grpc_started(end_of_stream: bool, t: Option<u64>) -> (Call, MemoryHost) {
+    let mut host = MemoryHost {
+        now: t,
+        request_headers: Some(serialize(GRPC_REQ)),
+        ..MemoryHost::default()
+    };
+    let mut call = Call::new(map());
+    call.on_request_headers(&mut host, end_of_stream);
+    (call, host)
 }
 
-fn never() -> Option<u64> {
-    panic!("clock read when the request did not end")
+/// A request body chunk of `size` bytes whose readable bytes are `data`
+/// (`None`: the host refuses reads); returns the clock reads it made.
+fn request_chunk(
+    call: &mut Call,
+    host: &mut MemoryHost,
+    data: Option<&[u8]>,
+    size: usize,
+    end_of_stream: bool,
+) -> usize {
+    host.request_body = data.map(<[u8]>::to_vec);
+    let clock = host.calls.clock;
+    call.on_request_body(host, size, end_of_stream);
+    host.calls.clock - clock
+}
+
+/// Serialized response headers of a native gRPC answer.
+fn grpc_response_headers() -> Vec<u8> {
+    serialize(&[(":status", "200"), ("content-type", "application/grpc")])
 }
 
 #[test]
 fn request_duration_client_streaming() {
     // The request ends with the last of several body chunks.
-    let mut call = Call::new(map());
-    req_headers_only(&mut call, false, 1_000_000);
+    let (mut call, mut host) = grpc_started(false, Some(1_000_000));
     let body = grpc_request_body();
     let chunks: Vec<&[u8]> = body.chunks(6).collect();
     let n = chunks.len();
     assert!(n >= 5);
+    host.now = Some(7_250_000);
     for (i, c) in chunks.iter().enumerate() {
-        if i + 1 < n {
-            call.on_request_body(c.len(), false, &mut SliceSource::new(c), never);
-            assert!(!call.request_complete());
-        } else {
-            call.on_request_body(c.len(), true, &mut SliceSource::new(c), || Some(7_250_000));
-        }
+        let last = i + 1 == n;
+        let clock = request_chunk(&mut call, &mut host, Some(c), c.len(), last);
+        assert_eq!(clock, usize::from(last));
+        assert_eq!(call.request_complete(), last);
     }
-    assert!(call.request_complete());
-    // More events for the request do not move its end.
-    call.on_request_trailers(never);
-    call.on_request_body(0, true, &mut SliceSource::new(b""), never);
+    // More events for the request do not move its end (nor read the clock).
+    let clock = host.calls.clock;
+    call.on_request_trailers(&mut host);
+    assert_eq!(request_chunk(&mut call, &mut host, Some(b""), 0, true), 0);
+    assert_eq!(host.calls.clock, clock);
     let r = call.record(Some(9_000_000));
     assert_eq!(r.request_duration_us, Some(6250));
     assert_eq!(r.duration_us, Some(8000));
@@ -1142,21 +1181,22 @@ fn request_duration_client_streaming() {
     );
 
     // Ended by request trailers.
-    let mut call = Call::new(map());
-    req_headers_only(&mut call, false, 1_000_000);
-    call.on_request_body(body.len(), false, &mut SliceSource::new(&body), never);
-    call.on_request_trailers(|| Some(4_000_000));
+    let (mut call, mut host) = grpc_started(false, Some(1_000_000));
+    assert_eq!(
+        request_chunk(&mut call, &mut host, Some(&body), body.len(), false),
+        0
+    );
+    host.now = Some(4_000_000);
+    call.on_request_trailers(&mut host);
     assert_eq!(call.record(None).request_duration_us, Some(3000));
 
     // Ended with the headers.
-    let mut call = Call::new(map());
-    req_headers_only(&mut call, true, 1_000_000);
+    let (call, _) = grpc_started(true, Some(1_000_000));
     assert_eq!(call.record(None).request_duration_us, Some(0));
 
     // Never ended (reset): omitted.
-    let mut call = Call::new(map());
-    req_headers_only(&mut call, false, 1_000_000);
-    call.on_request_body(body.len(), false, &mut SliceSource::new(&body), never);
+    let (mut call, mut host) = grpc_started(false, Some(1_000_000));
+    request_chunk(&mut call, &mut host, Some(&body), body.len(), false);
     assert_eq!(call.record(Some(5_000_000)).request_duration_us, None);
     expect(
         &call,
@@ -1169,22 +1209,24 @@ fn request_duration_client_streaming() {
 
 #[test]
 fn clock_going_backwards_gives_zero() {
-    let mut call = Call::new(map());
-    req_headers_only(&mut call, false, 5_000_000);
-    call.on_request_body(0, true, &mut SliceSource::new(b""), || Some(4_000_000));
-    let rh = serialize(&[(":status", "200"), ("content-type", "application/grpc")]);
-    call.on_response_headers(iter_serialized(&rh), false, || Some(1_000));
-    let t = serialize(&[("grpc-status", "0")]);
-    call.on_response_trailers(iter_serialized(&t), || Some(4_999_999));
+    let (mut call, mut host) = grpc_started(false, Some(5_000_000));
+    host.now = Some(4_000_000);
+    request_chunk(&mut call, &mut host, Some(b""), 0, true);
+    host.response_headers = Some(grpc_response_headers());
+    host.response_trailers = Some(serialize(&[("grpc-status", "0")]));
+    host.now = Some(1_000);
+    call.on_response_headers(&mut host, false);
+    host.now = Some(4_999_999);
+    call.on_response_trailers(&mut host);
     let r = call.record(None);
     assert_eq!(r.request_duration_us, Some(0));
     assert_eq!(r.ttfb_us, Some(0));
     assert_eq!(r.duration_us, Some(0));
     // No clock at all: every duration omitted.
-    let mut call = Call::new(map());
-    let h = serialize(GRPC_REQ);
-    call.on_request_headers(iter_serialized(&h), true, None);
-    call.on_response_headers(iter_serialized(&rh), true, || None);
+    let (mut call, mut host) = grpc_started(true, None);
+    host.response_headers = Some(grpc_response_headers());
+    call.on_response_headers(&mut host, true);
+    assert_eq!(host.calls.publications, 1);
     let r = call.record(None);
     assert_eq!(
         (r.ttfb_us, r.duration_us, r.request_duration_us),
@@ -1257,21 +1299,14 @@ fn grpc_unknown_method_trailers_only() {
 #[test]
 fn large_message_is_skipped_not_read() {
     const SIZE: usize = 16 << 20;
-    let mut call = Call::new(map());
-    let h = serialize(GRPC_REQ);
-    call.on_request_headers(iter_serialized(&h), false, Some(0));
+    let (mut call, mut host) = grpc_started(false, Some(0));
     // The message arrives in 1 MiB chunks; the first carries the prefix.
     let mut body = encode_frame(0, &[]);
     body[1..5].copy_from_slice(&(SIZE as u32).to_be_bytes());
     body.resize(5 + SIZE, 0xAB);
-    let mut total_read = 0;
-    let mut reads = 0;
     for (i, chunk) in body.chunks(1 << 20).enumerate() {
-        let mut src = SliceSource::new(chunk);
         let last = (i + 1) * (1 << 20) >= body.len();
-        call.on_request_body(chunk.len(), last, &mut src, || Some(1));
-        total_read += src.bytes_read;
-        reads += src.reads;
+        request_chunk(&mut call, &mut host, Some(chunk), chunk.len(), last);
     }
     let r = call.record(None);
     let f = r.frames.unwrap().request;
@@ -1281,39 +1316,45 @@ fn large_message_is_skipped_not_read() {
     assert_eq!(f.framing_bytes, 5);
     assert_eq!(r.req_body_bytes, (SIZE + 5) as u64);
     assert!(!r.malformed);
-    assert_eq!(reads, 1, "only the chunk with the prefix is read");
-    assert!(total_read <= 256, "read {total_read} bytes");
+    assert_eq!(
+        host.calls.body_reads, 1,
+        "only the chunk with the prefix is read"
+    );
+    assert!(
+        host.calls.body_bytes <= 256,
+        "read {} bytes",
+        host.calls.body_bytes
+    );
 }
 
 #[test]
 fn small_messages_are_read_in_growing_windows() {
-    let mut call = Call::new(map());
-    let h = serialize(GRPC_REQ);
-    call.on_request_headers(iter_serialized(&h), false, Some(0));
+    let (mut call, mut host) = grpc_started(false, Some(0));
     let body: Vec<u8> = (0..10_000u32)
         .flat_map(|i| encode_frame(0, &[i as u8; 19]))
         .collect();
-    let mut src = SliceSource::new(&body);
-    call.on_request_body(body.len(), true, &mut src, || Some(1));
+    request_chunk(&mut call, &mut host, Some(&body), body.len(), true);
     let f = call.record(None).frames.unwrap().request;
     assert_eq!(f.messages, 10_000);
     // 256 B doubling to the 16 KiB window, then 16 KiB reads; the tail of a
     // payload cut by a window's end is skipped, not read.
+    let HostCalls {
+        body_reads,
+        body_bytes,
+        ..
+    } = host.calls;
     assert!(
-        src.reads <= 22,
-        "{} reads of a 240 KB chunk of 24-byte frames",
-        src.reads
+        body_reads <= 22,
+        "{body_reads} reads of a 240 KB chunk of 24-byte frames"
     );
-    assert!(src.bytes_read > body.len() - 19 * src.reads);
+    assert!(body_bytes > body.len() - 19 * body_reads);
 }
 
 #[test]
 fn grpc_body_ending_mid_frame_is_malformed() {
-    let mut call = Call::new(map());
-    let h = serialize(GRPC_REQ);
-    call.on_request_headers(iter_serialized(&h), false, Some(0));
+    let (mut call, mut host) = grpc_started(false, Some(0));
     let body = encode_frame(0, b"hello");
-    call.on_request_body(7, true, &mut SliceSource::new(&body[..7]), || Some(1));
+    request_chunk(&mut call, &mut host, Some(&body[..7]), 7, true);
     let r = call.record(None);
     assert!(r.malformed);
     // The incomplete frame counts nowhere.
@@ -1402,15 +1443,24 @@ fn grpc_error_page_response_is_not_parsed() {
 
 #[test]
 fn aborted_stream_publishes_in_log_phase() {
-    let mut call = Call::new(map());
-    let h = serialize(GRPC_REQ);
-    call.on_request_headers(iter_serialized(&h), false, Some(1_000_000));
+    let (mut call, mut host) = grpc_started(false, Some(1_000_000));
     let body = encode_frame(0, b"hello");
     // Reset mid-frame: not end of stream, so not malformed.
-    call.on_request_body(4, false, &mut SliceSource::new(&body[..4]), never);
+    assert_eq!(
+        request_chunk(&mut call, &mut host, Some(&body[..4]), 4, false),
+        0
+    );
     assert!(!call.response_complete());
-    assert!(call.claim_publish());
+    // The log phase reads the clock: the end of a call that never completed.
+    host.now = Some(5_000_000);
+    let clock = host.calls.clock;
+    call.on_log(&mut host);
+    assert_eq!(host.calls.clock, clock + 1);
+    assert_eq!(host.calls.publications, 1);
     let r = call.record(Some(5_000_000));
+    let mut published = String::new();
+    r.write_json(&mut published);
+    assert_eq!(host.published, [published]);
     assert_eq!(r.duration_us, Some(4000));
     assert_eq!(r.ttfb_us, None);
     assert_eq!(r.request_duration_us, None);
@@ -1421,31 +1471,26 @@ fn aborted_stream_publishes_in_log_phase() {
         r.to_json(),
         r#"{"wirelens.protocol":"grpc","wirelens.operation":"hello.SayHello","rpc.service":"wirelens.v1.Hello","rpc.method":"SayHello","wirelens.streaming":"unary","wirelens.request.header.size":116,"wirelens.response.header.size":0,"wirelens.response.trailer.size":0,"http.request.body.size":4,"http.response.body.size":0,"wirelens.request.messages":0,"wirelens.response.messages":0,"wirelens.request.message.bytes":0,"wirelens.response.message.bytes":0,"wirelens.request.framing.bytes":0,"wirelens.response.framing.bytes":0,"wirelens.request.compressed_messages":0,"wirelens.response.compressed_messages":0,"wirelens.duration_us":4000,"wirelens.malformed":0}"#
     );
-    assert!(!call.claim_publish());
+    // A second log phase publishes nothing more, and reads nothing.
+    let before = host.calls;
+    call.on_log(&mut host);
+    assert_eq!(host.calls, before);
 
     // No request headers at all: nothing to publish.
     let mut call = Call::new(map());
-    assert!(!call.claim_publish());
+    let mut host = MemoryHost::default();
+    call.on_log(&mut host);
+    assert_eq!(host.calls.publications, 0);
+    assert!(!call.published());
 }
 
 #[test]
 fn host_read_failure_marks_malformed_and_stops_reading() {
-    struct Failing(usize);
-    impl BodySource for Failing {
-        type Buf = Vec<u8>;
-        fn read(&mut self, _: usize, _: usize) -> Option<Vec<u8>> {
-            self.0 += 1;
-            None
-        }
-    }
-    let mut call = Call::new(map());
-    let h = serialize(GRPC_REQ);
-    call.on_request_headers(iter_serialized(&h), false, Some(0));
-    let mut f = Failing(0);
-    call.on_request_body(10, false, &mut f, never);
-    assert!(!call.wants_request_body());
-    call.on_request_body(10, true, &mut f, || Some(1000));
-    assert_eq!(f.0, 1);
+    let (mut call, mut host) = grpc_started(false, Some(0));
+    request_chunk(&mut call, &mut host, None, 10, false);
+    host.now = Some(1000);
+    request_chunk(&mut call, &mut host, None, 10, true);
+    assert_eq!(host.calls.body_reads, 1);
     let r = call.record(None);
     assert!(r.malformed);
     assert_eq!(r.req_body_bytes, 20);
@@ -1455,11 +1500,9 @@ fn host_read_failure_marks_malformed_and_stops_reading() {
 #[test]
 fn short_host_buffer_ends_chunk_quietly() {
     // The host may report a body size larger than what it lets us read.
-    let mut call = Call::new(map());
-    let h = serialize(GRPC_REQ);
-    call.on_request_headers(iter_serialized(&h), false, Some(0));
+    let (mut call, mut host) = grpc_started(false, Some(0));
     let body = encode_frame(0, b"abc");
-    call.on_request_body(100, true, &mut SliceSource::new(&body), || Some(0));
+    request_chunk(&mut call, &mut host, Some(&body), 100, true);
     let r = call.record(None);
     assert_eq!(r.req_body_bytes, 100);
     assert_eq!(r.frames.unwrap().request.messages, 1);
@@ -1491,42 +1534,65 @@ fn invalid_grpc_status_header_is_malformed() {
 
 #[test]
 fn events_after_completion_are_ignored_for_publishing() {
-    let mut call = Call::new(map());
-    let h = serialize(GRPC_REQ);
-    call.on_request_headers(iter_serialized(&h), true, Some(0));
-    let rh = serialize(&[(":status", "200"), ("content-type", "application/grpc")]);
-    assert!(!call.on_response_headers(iter_serialized(&rh), false, || Some(1000)));
-    let t = serialize(&[("grpc-status", "0")]);
-    assert!(call.on_response_trailers(iter_serialized(&t), || Some(2000)));
-    assert!(!call.on_response_trailers(iter_serialized(&t), || Some(3000)));
-    assert!(!call.on_response_body(0, true, &mut NoRead, || Some(4000)));
+    let (mut call, mut host) = grpc_started(true, Some(0));
+    host.response_headers = Some(grpc_response_headers());
+    host.response_trailers = Some(serialize(&[("grpc-status", "0")]));
+    host.now = Some(1000);
+    call.on_response_headers(&mut host, false);
+    assert_eq!(host.calls.publications, 0);
+    host.now = Some(2000);
+    call.on_response_trailers(&mut host);
+    assert_eq!(host.calls.publications, 1);
+    host.now = Some(3000);
+    call.on_response_trailers(&mut host);
+    host.now = Some(4000);
+    host.response_body = Some(Vec::new());
+    call.on_response_body(&mut host, 0, true);
+    call.on_log(&mut host);
+    assert_eq!(host.calls.publications, 1);
     assert_eq!(call.record(Some(99_000)).duration_us, Some(2));
 }
 
 #[test]
 fn grpc_response_headers_are_sized_when_trailers_follow() {
-    let mut call = Call::new(map());
-    let h = serialize(GRPC_REQ);
-    call.on_request_headers(iter_serialized(&h), true, Some(1_000_000));
-    assert!(!call.response_headers_need_entries(false));
-    // Trailers-only: grpc-status is in the headers, so they are read.
-    assert!(call.response_headers_need_entries(true));
-    call.on_response_header_size(40, false, || Some(2_000_000));
-    assert!(call.response_headers_deferred());
-    let body = encode_frame(0, b"hi");
-    assert!(call.wants_response_body());
-    call.on_response_body(body.len(), false, &mut SliceSource::new(&body), never);
-    let t = serialize(&[("grpc-status", "0")]);
-    assert!(call.on_response_trailers(iter_serialized(&t), || Some(3_000_000)));
-    assert!(
-        !call.response_headers_deferred(),
-        "trailers make the response gRPC"
-    );
-    let r = call.record(None);
-    assert_eq!(r.resp_header_bytes, 40);
-    assert_eq!(r.grpc_status, Some(0));
-    assert_eq!(r.frames.unwrap().response.messages, 1);
-    assert!(!r.malformed);
+    // (trailers, copied, status): trailers confirm a gRPC response either
+    // way, so the sized headers are never copied.
+    let long: Pairs = &[("grpc-status", "0"), ("grpc-message", "fine, thanks")];
+    let cases: [(Pairs, bool, Option<u32>); 2] = [
+        (&[("grpc-status", "0")], false, None),
+        (long, true, Some(0)),
+    ];
+    for (trailers, copied, status) in cases {
+        let (mut call, mut host) = grpc_started(true, Some(1_000_000));
+        assert!(!call.response_headers_need_entries(false));
+        // Trailers-only: grpc-status is in the headers, so they are read.
+        assert!(call.response_headers_need_entries(true));
+        host.response_headers = Some(grpc_response_headers());
+        host.response_trailers = Some(serialize(trailers));
+        host.now = Some(2_000_000);
+        call.on_response_headers(&mut host, false);
+        assert_eq!((host.calls.map_copies, host.calls.map_sizes), (1, 1));
+        let body = encode_frame(0, b"hi");
+        host.response_body = Some(body.clone());
+        call.on_response_body(&mut host, body.len(), false);
+        assert_eq!(host.calls.body_reads, 1);
+        host.now = Some(3_000_000);
+        call.on_response_trailers(&mut host);
+        assert_eq!(
+            host.calls.publications, 1,
+            "trailers make the response gRPC"
+        );
+        call.on_log(&mut host);
+        assert_eq!(
+            (host.calls.map_copies, host.calls.map_sizes),
+            (1 + usize::from(copied), 2)
+        );
+        let r = call.record(None);
+        assert_eq!(r.resp_header_bytes, 38);
+        assert_eq!(r.grpc_status, status);
+        assert_eq!(r.frames.unwrap().response.messages, 1);
+        assert!(!r.malformed);
+    }
 }
 
 #[test]
@@ -1558,15 +1624,27 @@ fn grpc_response_without_trailers_takes_its_status_from_the_deferred_headers() {
 
 #[test]
 fn deferred_headers_are_ignored_once_trailers_arrived() {
-    let mut call = Call::new(map());
-    let h = serialize(GRPC_REQ);
-    call.on_request_headers(iter_serialized(&h), true, Some(1_000_000));
-    call.on_response_header_size(40, false, || Some(2_000_000));
-    let t = serialize(&[("grpc-status", "0")]);
-    call.on_response_trailers(iter_serialized(&t), || Some(3_000_000));
-    let late = serialize(&[("content-type", "text/html"), ("grpc-status", "2")]);
-    call.on_deferred_response_headers(iter_serialized(&late));
-    assert_eq!(call.record(None).grpc_status, Some(0));
+    let (mut call, mut host) = grpc_started(true, Some(1_000_000));
+    // Headers that would say "not gRPC, status 2", were they read.
+    host.response_headers = Some(serialize(&[
+        ("content-type", "text/html"),
+        ("grpc-status", "2"),
+    ]));
+    host.response_trailers = Some(serialize(&[
+        ("grpc-status", "0"),
+        ("grpc-message", "fine, thanks"),
+    ]));
+    call.on_response_headers(&mut host, false);
+    let body = encode_frame(0, b"hi");
+    host.response_body = Some(body.clone());
+    call.on_response_body(&mut host, body.len(), false);
+    call.on_response_trailers(&mut host);
+    call.on_log(&mut host);
+    // The request map and the trailers: the headers were only sized.
+    assert_eq!(host.calls.map_copies, 2);
+    let r = call.record(None);
+    assert_eq!(r.grpc_status, Some(0));
+    assert_eq!(r.frames.unwrap().response.messages, 1);
 }
 
 /// Native gRPC trailers too small to carry a status and a non-empty
@@ -1605,10 +1683,13 @@ fn native_grpc_trailers_are_read_only_when_they_can_carry_a_message() {
     assert!(!call.response_trailers_need_entries(4096));
     // Every other protocol reads them (gRPC-Web's are in the body anyway).
     let mut rest = Call::new(map());
-    rest.on_request_headers(
-        iter_serialized(&serialize(&[(":method", "GET"), (":path", "/v1/hello")])),
-        true,
-        Some(1),
-    );
+    let mut host = MemoryHost {
+        request_headers: Some(serialize(&[(":method", "GET"), (":path", "/v1/hello")])),
+        response_trailers: Some(serialize(&[("grpc-status", "0")])),
+        ..MemoryHost::default()
+    };
+    rest.on_request_headers(&mut host, true);
     assert!(rest.response_trailers_need_entries(12));
+    rest.on_response_trailers(&mut host);
+    assert_eq!((host.calls.map_copies, host.calls.map_sizes), (2, 1));
 }

@@ -6,8 +6,7 @@ use std::rc::Rc;
 use wirelens_core::base64::Base64Decoder;
 use wirelens_core::frame::{encode_frame, parse_trailer_block, FrameParser};
 use wirelens_core::headers::{iter_serialized, serialize};
-use wirelens_core::record::SliceSource;
-use wirelens_core::{Call, Fields, OpMap, Options, KEYS};
+use wirelens_core::{Call, Fields, MemoryHost, OpMap, Options, KEYS};
 
 struct Rng(u64);
 impl Rng {
@@ -92,7 +91,20 @@ fn calls_survive_random_bodies() {
         let mut call = Call::new(Rc::clone(&map))
             .with_read_window(rng.below(64) + 1)
             .with_options(options);
-        call.on_request_headers(iter_serialized(&req), false, Some(0));
+        let message = rng.bytes(30);
+        let mut host = MemoryHost {
+            now: Some(0),
+            tick: 1,
+            request_headers: Some(req),
+            response_headers: Some(serialize(&[
+                (&b":status"[..], &b"200"[..]),
+                (b"content-type", ct.as_bytes()),
+                (b"grpc-status", b"x"),
+                (b"grpc-message", &message),
+            ])),
+            ..MemoryHost::default()
+        };
+        call.on_request_headers(&mut host, false);
         let mut body = rng.bytes(300);
         if rng.below(2) == 0 {
             // A trailer frame whose grpc-message is arbitrary bytes.
@@ -103,35 +115,27 @@ fn calls_survive_random_bodies() {
         }
         let chunks: Vec<&[u8]> = body.chunks(rng.below(40) + 1).collect();
         for (i, c) in chunks.iter().enumerate() {
-            call.on_request_body(
-                c.len(),
-                i + 1 == chunks.len(),
-                &mut SliceSource::new(c),
-                || Some(3),
-            );
+            host.request_body = Some(c.to_vec());
+            call.on_request_body(&mut host, c.len(), i + 1 == chunks.len());
         }
-        let message = rng.bytes(30);
-        let resp = serialize(&[
-            (&b":status"[..], &b"200"[..]),
-            (b"content-type", ct.as_bytes()),
-            (b"grpc-status", b"x"),
-            (b"grpc-message", &message),
-        ]);
-        call.on_response_headers(iter_serialized(&resp), false, || Some(5));
+        call.on_response_headers(&mut host, false);
         for (i, c) in chunks.iter().enumerate() {
             // Report a larger size than readable now and then.
             let size = c.len() + rng.below(3);
-            call.on_response_body(
-                size,
-                i + 1 == chunks.len(),
-                &mut SliceSource::new(c),
-                || Some(10),
-            );
+            host.response_body = Some(c.to_vec());
+            call.on_response_body(&mut host, size, i + 1 == chunks.len());
         }
-        assert!(call.claim_publish());
-        let r = call.record(Some(20));
+        call.on_log(&mut host);
+        assert_eq!(host.calls.publications, 1);
+        let r = call.record(None);
         assert_eq!(r.req_body_bytes, body.len() as u64);
-        // The record is always a JSON object with known keys.
+        // The record is always a JSON object with known keys, published as
+        // the record under its short names.
+        if call.response_complete() {
+            let mut published = String::new();
+            r.write_json(&mut published);
+            assert_eq!(host.published, [published]);
+        }
         let text = r.to_json();
         let v: serde_json::Value =
             serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));

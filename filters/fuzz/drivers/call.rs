@@ -1,8 +1,10 @@
-//! One whole call through `wirelens_core::Call`, driven the way the wasm
-//! adapter (`filters/wasm/src/lib.rs`) drives it: request headers, body
-//! chunks, trailers; response headers (entries or only their size, as
-//! `response_headers_need_entries` says), body chunks, trailers; `on_log`;
-//! one publication, with deferred response headers read first.
+//! One whole call through `wirelens_core::Call`, callback by callback as
+//! Envoy calls the wasm adapter (`filters/wasm/src/lib.rs`): request
+//! headers, body chunks, trailers; response headers, body chunks, trailers;
+//! `on_log`. The host is a `MemoryHost`, so the call makes the same
+//! decisions as in the filter (header entries or only their size, deferred
+//! response headers, when to publish) and the record checked is the bytes
+//! it published.
 //!
 //! Shared by the `call` fuzz target and the native test that replays its
 //! corpus (`filters/core/tests/fuzz_corpus.rs`), through `#[path]`.
@@ -22,14 +24,15 @@
 //!
 //! Checks ([`check`]): never panics; a call whose request headers arrived
 //! publishes exactly once, a JSON object whose `http.request.body.size` and
-//! `http.response.body.size` are the bytes delivered and whose
-//! `wirelens.malformed` is 0 or 1; and the record is the same when each body
-//! arrives as one chunk read with the default window.
+//! `http.response.body.size` (published as `qb`, `sb`) are the bytes
+//! delivered and whose `wirelens.malformed` (`mf`) is 0 or 1; and the
+//! record is the same when each body arrives as one chunk read with the
+//! default window.
 
 use std::rc::Rc;
-use wirelens_core::headers::iter_serialized;
-use wirelens_core::record::SliceSource;
-use wirelens_core::{Call, OpMap, Options};
+use wirelens_core::body::DEFAULT_READ_WINDOW;
+use wirelens_core::names::wire;
+use wirelens_core::{Call, MemoryHost, OpMap, Options};
 
 /// The operations the bad-input suite calls, as the local stack maps them.
 const OPERATIONS: &[u8] = br#"{"operations": [
@@ -122,25 +125,18 @@ pub fn run(input: &Input, window: usize, chunks: &[u8]) -> Vec<String> {
     let mut call = Call::new(map)
         .with_read_window(window)
         .with_options(options);
-    let mut published = Vec::new();
-    let mut publish = |call: &mut Call, now: Option<u64>| {
-        if !call.claim_publish() {
-            return;
-        }
-        if call.response_headers_deferred() {
-            call.on_deferred_response_headers(iter_serialized(input.response_headers));
-        }
-        published.push(call.record(now).to_json());
+    let mut host = MemoryHost {
+        now: Some(T_REQUEST),
+        request_headers: Some(input.request_headers.to_vec()),
+        response_headers: Some(input.response_headers.to_vec()),
+        response_trailers: Some(input.response_trailers.to_vec()),
+        ..MemoryHost::default()
     };
 
     let request_ends = input.flags & REQUEST_ENDS != 0;
     let request_trailers = request_ends && input.flags & REQUEST_TRAILERS != 0;
     let headers_end = request_ends && !request_trailers && input.request_body.is_empty();
-    call.on_request_headers(
-        iter_serialized(input.request_headers),
-        headers_end,
-        Some(T_REQUEST),
-    );
+    call.on_request_headers(&mut host, headers_end);
     if !headers_end {
         let body = pieces(input.request_body, chunks);
         for (i, piece) in body.iter().enumerate() {
@@ -148,12 +144,11 @@ pub fn run(input: &Input, window: usize, chunks: &[u8]) -> Vec<String> {
             if piece.is_empty() && !end {
                 continue;
             }
-            call.on_request_body(piece.len(), end, &mut SliceSource::new(piece), || {
-                Some(T_REQUEST)
-            });
+            host.request_body = Some(piece.to_vec());
+            call.on_request_body(&mut host, piece.len(), end);
         }
         if request_trailers {
-            call.on_request_trailers(|| Some(T_REQUEST));
+            call.on_request_trailers(&mut host);
         }
     }
 
@@ -161,19 +156,9 @@ pub fn run(input: &Input, window: usize, chunks: &[u8]) -> Vec<String> {
         let response_ends = input.flags & RESPONSE_ENDS != 0;
         let response_trailers = response_ends && input.flags & RESPONSE_TRAILERS != 0;
         let headers_end = response_ends && !response_trailers && input.response_body.is_empty();
-        let complete = if call.response_headers_need_entries(headers_end) {
-            call.on_response_headers(iter_serialized(input.response_headers), headers_end, || {
-                Some(T_RESPONSE_HEADERS)
-            })
-        } else {
-            let size: usize = iter_serialized(input.response_headers)
-                .map(|(n, v)| n.len() + v.len())
-                .sum();
-            call.on_response_header_size(size as u64, headers_end, || Some(T_RESPONSE_HEADERS))
-        };
-        if complete {
-            publish(&mut call, None);
-        }
+        host.now = Some(T_RESPONSE_HEADERS);
+        call.on_response_headers(&mut host, headers_end);
+        host.now = Some(T_RESPONSE_END);
         if !headers_end {
             let body = pieces(input.response_body, chunks);
             for (i, piece) in body.iter().enumerate() {
@@ -181,33 +166,19 @@ pub fn run(input: &Input, window: usize, chunks: &[u8]) -> Vec<String> {
                 if piece.is_empty() && !end {
                     continue;
                 }
-                if call.on_response_body(piece.len(), end, &mut SliceSource::new(piece), || {
-                    Some(T_RESPONSE_END)
-                }) && !call.response_headers_deferred()
-                {
-                    publish(&mut call, None);
-                }
+                host.response_body = Some(piece.to_vec());
+                call.on_response_body(&mut host, piece.len(), end);
             }
-            if response_trailers
-                && call.on_response_trailers(iter_serialized(input.response_trailers), || {
-                    Some(T_RESPONSE_END)
-                })
-            {
-                publish(&mut call, None);
+            if response_trailers {
+                call.on_response_trailers(&mut host);
             }
         }
     }
 
-    // on_log: publishes a call whose response never completed.
-    if !call.published() {
-        let now = if call.response_complete() {
-            None
-        } else {
-            Some(T_LOG)
-        };
-        publish(&mut call, now);
-    }
-    published
+    // The log phase publishes a call that has not published yet.
+    host.now = Some(T_LOG);
+    call.on_log(&mut host);
+    host.published
 }
 
 fn number(record: &str, key: &str) -> Option<u64> {
@@ -228,12 +199,12 @@ pub fn check(data: &[u8]) {
     assert_eq!(chunked.len(), 1, "one publication per call: {chunked:?}");
     let record = &chunked[0];
     assert!(
-        record.starts_with("{\"wirelens.protocol\":\"") && record.ends_with('}'),
+        record.starts_with(&format!("{{\"{}\":\"", wire::PROTOCOL)) && record.ends_with('}'),
         "{record}"
     );
     let request_sent = input.request_body.len() as u64;
     assert_eq!(
-        number(record, "http.request.body.size"),
+        number(record, wire::REQ_BODY_SIZE),
         Some(request_sent),
         "{record}"
     );
@@ -243,16 +214,16 @@ pub fn check(data: &[u8]) {
         0
     };
     assert_eq!(
-        number(record, "http.response.body.size"),
+        number(record, wire::RESP_BODY_SIZE),
         Some(response_sent),
         "{record}"
     );
     assert!(
-        matches!(number(record, "wirelens.malformed"), Some(0 | 1)),
+        matches!(number(record, wire::MALFORMED), Some(0 | 1)),
         "{record}"
     );
 
-    let whole = run(&input, wirelens_core::record::DEFAULT_READ_WINDOW, &[]);
+    let whole = run(&input, DEFAULT_READ_WINDOW, &[]);
     assert_eq!(
         whole, chunked,
         "whole bodies vs chunked (window {})",

@@ -1,6 +1,6 @@
-//! A whole call through `wirelens_core::Call` as the adapter drives it:
-//! request and response headers, bodies in chunks, trailers, resets, the
-//! log phase. Input format and checks: `drivers/call.rs` (shared with the
+//! A whole call through `wirelens_core::Call` and a `MemoryHost`, as the
+//! adapter drives it: request and response headers, bodies in chunks,
+//! trailers, resets, the log phase. Input format and checks: `drivers/call.rs` (shared with the
 //! native test that replays this target's corpus in `cargo test`).
 #![no_main]
 

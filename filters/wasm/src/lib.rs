@@ -1,6 +1,8 @@
-//! wirelens proxy-wasm HTTP filter: a thin adapter that feeds Envoy's
-//! callbacks into [`wirelens_core::Call`] and publishes the record as one
-//! filter-state property, `wirelens.record`: a compact JSON object.
+//! wirelens proxy-wasm HTTP filter: a thin adapter that hands Envoy's
+//! callbacks to [`wirelens_core::Call`] together with [`Envoy`], the
+//! core's [`Host`] over the proxy-wasm ABI. The call decides which host
+//! calls to make and publishes the record as one filter-state property,
+//! `wirelens.record`: a compact JSON object.
 //!
 //! The proxy-wasm Rust SDK dispatches: its `main!` initializes the module
 //! (`_initialize` runs the constructors, so the linker leaves the exports
@@ -12,10 +14,11 @@
 
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, ContextType};
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::Rc;
-use wirelens_core::headers::iter_serialized;
-use wirelens_core::{BodySource, Call, Config, OpMap, Options, Sampler, PROPERTY_RECORD};
+use wirelens_core::{
+    Body, Call, Config, HeaderMap, Host, OpMap, Options, Sampler, PROPERTY_RECORD,
+};
 
 mod host;
 
@@ -38,7 +41,7 @@ struct Plugin {
     sampler: Cell<Sampler>,
     /// The record is serialized here (one VM is single-threaded and a
     /// publication never nests), so publishing does not allocate.
-    json: RefCell<String>,
+    json: Cell<String>,
 }
 
 impl Plugin {
@@ -47,7 +50,7 @@ impl Plugin {
             map: Rc::new(map),
             sampler: Cell::new(Sampler::new(options.sample_rate(), seed)),
             options,
-            json: RefCell::new(String::with_capacity(JSON_CAPACITY)),
+            json: Cell::new(String::with_capacity(JSON_CAPACITY)),
         }
     }
 
@@ -89,117 +92,72 @@ impl Plugin {
     }
 }
 
-/// The current request or response body chunk, read through the host.
-struct HostBody(u32);
+/// The proxy-wasm host as the core sees it ([`Host`]): each method is one
+/// call through [`host`]; the record's JSON is written into the plugin's
+/// buffer, so publishing does not allocate once it has grown.
+struct Envoy<'p> {
+    json: &'p Cell<String>,
+}
 
-impl BodySource for HostBody {
-    type Buf = Vec<u8>;
-    fn read(&mut self, start: usize, max: usize) -> Option<Vec<u8>> {
-        host::buffer(self.0, start, max)
+impl Host for Envoy<'_> {
+    type Bytes = Vec<u8>;
+
+    fn now_ns(&mut self) -> Option<u64> {
+        host::now_ns()
+    }
+
+    fn header_map(&mut self, map: HeaderMap) -> Option<Vec<u8>> {
+        host::header_map(map_type(map))
+    }
+
+    fn header_map_size(&mut self, map: HeaderMap) -> Option<usize> {
+        host::header_map_size(map_type(map))
+    }
+
+    fn body_bytes(&mut self, body: Body, start: usize, max: usize) -> Option<Vec<u8>> {
+        let buffer = match body {
+            Body::Request => host::BUFFER_REQUEST_BODY,
+            Body::Response => host::BUFFER_RESPONSE_BODY,
+        };
+        host::buffer(buffer, start, max)
+    }
+
+    fn record_buffer(&mut self) -> String {
+        self.json.take()
+    }
+
+    fn publish(&mut self, record: String) {
+        // A failure (e.g. no stream info) is ignored by design.
+        let _ = host::set_property(PROPERTY_RECORD, record.as_bytes());
+        self.json.set(record);
     }
 }
 
-/// One HTTP stream. Exists only for sampled streams: an unsampled stream
-/// (or one whose request headers never reached the filter) has no state and
-/// does nothing in any callback.
+fn map_type(map: HeaderMap) -> u32 {
+    match map {
+        HeaderMap::RequestHeaders => host::MAP_REQUEST_HEADERS,
+        HeaderMap::ResponseHeaders => host::MAP_RESPONSE_HEADERS,
+        HeaderMap::ResponseTrailers => host::MAP_RESPONSE_TRAILERS,
+    }
+}
+
+/// One sampled HTTP stream: its call and the plugin it started under (an
+/// unsampled stream, or one whose request headers never reached the
+/// filter, has none and does nothing in any callback). The call decides
+/// every host call; this only hands it the host.
 struct Stream {
     call: Call,
     plugin: Rc<Plugin>,
 }
 
 impl Stream {
-    /// Publishes the record once (`now_ns` is the end time for streams
-    /// whose response never completed): exactly one `set_property` call.
-    fn publish(&mut self, now_ns: Option<u64>) {
-        if !self.call.claim_publish() {
-            return;
-        }
-        if self.call.response_headers_deferred() {
-            // A gRPC response without trailers (errors, resets: rare). Envoy
-            // shows response headers again only in the log phase, where this
-            // publication then happens.
-            if let Some(map) = host::header_map(host::MAP_RESPONSE_HEADERS) {
-                self.call
-                    .on_deferred_response_headers(iter_serialized(&map));
-            }
-        }
-        let record = self.call.record(now_ns);
-        // A failure (e.g. no stream info) is ignored by design.
-        let set = |json: &mut String| {
-            record.write_json(json);
-            let _ = host::set_property(PROPERTY_RECORD, json.as_bytes());
-        };
-        match self.plugin.json.try_borrow_mut() {
-            Ok(mut buf) => set(&mut buf),
-            // Unreachable in a single-threaded VM; never panic anyway.
-            Err(_) => set(&mut String::new()),
-        }
-    }
-
-    fn on_request_body(&mut self, body_size: usize, end_of_stream: bool) {
-        self.call.on_request_body(
-            body_size,
-            end_of_stream,
-            &mut HostBody(host::BUFFER_REQUEST_BODY),
-            host::now_ns,
+    fn drive(&mut self, f: impl FnOnce(&mut Call, &mut Envoy)) {
+        f(
+            &mut self.call,
+            &mut Envoy {
+                json: &self.plugin.json,
+            },
         );
-    }
-
-    fn on_request_trailers(&mut self) {
-        self.call.on_request_trailers(host::now_ns);
-    }
-
-    fn on_response_headers(&mut self, end_of_stream: bool) {
-        let complete = if self.call.response_headers_need_entries(end_of_stream) {
-            let map = host::header_map(host::MAP_RESPONSE_HEADERS).unwrap_or_default();
-            self.call
-                .on_response_headers(iter_serialized(&map), end_of_stream, host::now_ns)
-        } else {
-            let size = host::header_map_size(host::MAP_RESPONSE_HEADERS).unwrap_or(0);
-            self.call
-                .on_response_header_size(size as u64, end_of_stream, host::now_ns)
-        };
-        if complete {
-            self.publish(None);
-        }
-    }
-
-    fn on_response_body(&mut self, body_size: usize, end_of_stream: bool) {
-        if self.call.on_response_body(
-            body_size,
-            end_of_stream,
-            &mut HostBody(host::BUFFER_RESPONSE_BODY),
-            host::now_ns,
-        ) && !self.call.response_headers_deferred()
-        {
-            self.publish(None);
-        }
-    }
-
-    fn on_response_trailers(&mut self) {
-        let size = host::header_map_size(host::MAP_RESPONSE_TRAILERS).unwrap_or(0) as u64;
-        let complete = if self.call.response_trailers_need_entries(size) {
-            let map = host::header_map(host::MAP_RESPONSE_TRAILERS).unwrap_or_default();
-            self.call
-                .on_response_trailers(iter_serialized(&map), host::now_ns)
-        } else {
-            self.call.on_response_trailer_size(size, host::now_ns)
-        };
-        if complete {
-            self.publish(None);
-        }
-    }
-
-    fn on_log(&mut self) {
-        if !self.call.published() {
-            // The clock is needed only for a response that never completed.
-            let now = if self.call.response_complete() {
-                None
-            } else {
-                host::now_ns()
-            };
-            self.publish(now);
-        }
     }
 }
 
@@ -244,9 +202,9 @@ struct HttpStream {
 }
 
 impl HttpStream {
-    fn with_stream(&mut self, f: impl FnOnce(&mut Stream)) -> Action {
+    fn with_stream(&mut self, f: impl FnOnce(&mut Call, &mut Envoy)) -> Action {
         if let Some(stream) = self.stream.as_mut() {
-            f(stream);
+            stream.drive(f);
         }
         Action::Continue
     }
@@ -264,36 +222,34 @@ impl HttpContext for HttpStream {
         if !plugin.sample() {
             return Action::Continue;
         }
-        let mut call = Call::new(Rc::clone(&plugin.map)).with_options(plugin.options);
-        let now = host::now_ns();
-        let map = host::header_map(host::MAP_REQUEST_HEADERS).unwrap_or_default();
-        call.on_request_headers(iter_serialized(&map), end_of_stream, now);
-        self.stream = Some(Stream { call, plugin });
+        let call = Call::new(Rc::clone(&plugin.map)).with_options(plugin.options);
+        let stream = self.stream.insert(Stream { call, plugin });
+        stream.drive(|c, h| c.on_request_headers(h, end_of_stream));
         Action::Continue
     }
 
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        self.with_stream(|s| s.on_request_body(body_size, end_of_stream))
+        self.with_stream(|c, h| c.on_request_body(h, body_size, end_of_stream))
     }
 
     fn on_http_request_trailers(&mut self, _num_trailers: usize) -> Action {
-        self.with_stream(Stream::on_request_trailers)
+        self.with_stream(|c, h| c.on_request_trailers(h))
     }
 
     fn on_http_response_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
-        self.with_stream(|s| s.on_response_headers(end_of_stream))
+        self.with_stream(|c, h| c.on_response_headers(h, end_of_stream))
     }
 
     fn on_http_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        self.with_stream(|s| s.on_response_body(body_size, end_of_stream))
+        self.with_stream(|c, h| c.on_response_body(h, body_size, end_of_stream))
     }
 
     fn on_http_response_trailers(&mut self, _num_trailers: usize) -> Action {
-        self.with_stream(Stream::on_response_trailers)
+        self.with_stream(|c, h| c.on_response_trailers(h))
     }
 
     fn on_log(&mut self) {
-        self.with_stream(Stream::on_log);
+        self.with_stream(|c, h| c.on_log(h));
     }
 }
 
@@ -302,6 +258,7 @@ mod tests {
     //! The adapter against the native fake host (`host::abi::HOST`).
     use super::*;
     use host::abi::{FakeHost, HOST};
+    use std::cell::RefCell;
     use wirelens_core::frame::encode_frame;
     use wirelens_core::headers::serialize;
     use wirelens_core::{KEYS, WIRE_KEYS};

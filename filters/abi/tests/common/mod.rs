@@ -279,7 +279,7 @@ pub fn parse_record(raw: &[u8]) -> Map<String, Value> {
     let m: Map<String, Value> = published
         .into_iter()
         .map(|(k, v)| {
-            let name = wirelens_core::record::attribute_name(&k)
+            let name = wirelens_core::names::attribute_name(&k)
                 .unwrap_or_else(|| panic!("unknown short name {k} in {text}"));
             (name.to_string(), v)
         })

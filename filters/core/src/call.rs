@@ -1,0 +1,652 @@
+//! The per-call state machine, driven by its host.
+//!
+//! A [`Call`] is one HTTP stream. The adapter forwards each callback of the
+//! stream with a [`Host`], and the call decides what to ask of it: the
+//! clock, a header map's entries or only its size, body bytes in windows,
+//! and, once the response is complete (or in the log phase for streams
+//! that never completed), the one publication of its [`Record`] as compact
+//! JSON. The host calls per callback are the filter's cost, documented in
+//! filters/README.md ("Host calls per call") and asserted by
+//! `filters/abi/tests/vm.rs`.
+
+use crate::body::{mode_for, BodyMode, Direction, DEFAULT_READ_WINDOW};
+use crate::classify::{accepts_protobuf, classify, Protocol};
+use crate::config::{Fields, Options};
+use crate::frame::{parse_status, GrpcTrailer};
+use crate::headers::iter_serialized;
+use crate::host::{Body, HeaderMap, Host};
+use crate::json::cut_utf8;
+use crate::opmap::{OpMap, UNKNOWN_OPERATION};
+use crate::percent::decode_grpc_message;
+use crate::record::{url_path, Frames, Record};
+use std::rc::Rc;
+
+#[derive(Clone, Debug)]
+enum Resolved {
+    /// Request headers not seen yet.
+    None,
+    /// Operation from the map; for REST also the matched rule.
+    Known { op: usize, rule: Option<usize> },
+    /// A call the map does not know: its path, bounded ([`url_path`]).
+    Unknown { path: String },
+}
+
+/// State of one HTTP stream, and what it asks of its host.
+#[derive(Clone, Debug)]
+pub struct Call {
+    map: Rc<OpMap>,
+    options: Options,
+    window: usize,
+    protocol: Option<Protocol>,
+    resolved: Resolved,
+    start_ns: Option<u64>,
+    resp_headers_ns: Option<u64>,
+    end_ns: Option<u64>,
+    req_end_ns: Option<u64>,
+    req_header_bytes: u64,
+    resp_header_bytes: u64,
+    resp_trailer_bytes: u64,
+    req: Direction,
+    resp: Direction,
+    grpc_status: Option<u32>,
+    grpc_message: Option<String>,
+    malformed: bool,
+    response_headers_seen: bool,
+    /// gRPC response headers known only by their size (trailers were
+    /// expected): their entries are read only if the response ends without
+    /// trailers, at publication.
+    response_headers_deferred: bool,
+    response_complete: bool,
+    published: bool,
+}
+
+/// The largest trailers that cannot hold a `grpc-status` and a non-empty
+/// `grpc-message` together: an OK call's `grpc-status: 0` with the empty
+/// `grpc-message` grpc-go always sends (24 bytes), or the status alone.
+const STATUS_WITHOUT_MESSAGE_MAX_BYTES: u64 =
+    (b"grpc-status".len() + 1 + b"grpc-message".len()) as u64;
+
+fn header_sum<'a>(
+    headers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    mut each: impl FnMut(&'a [u8], &'a [u8]),
+) -> u64 {
+    let mut total = 0u64;
+    for (n, v) in headers {
+        total += (n.len() + v.len()) as u64;
+        each(n, v);
+    }
+    total
+}
+
+/// The bytes of a header map the host answered; a refused map is empty.
+fn entries<B: AsRef<[u8]>>(map: &Option<B>) -> &[u8] {
+    map.as_ref().map_or(&[], AsRef::as_ref)
+}
+
+impl Call {
+    pub fn new(map: Rc<OpMap>) -> Self {
+        Self {
+            map,
+            options: Options::default(),
+            window: DEFAULT_READ_WINDOW,
+            protocol: None,
+            resolved: Resolved::None,
+            start_ns: None,
+            resp_headers_ns: None,
+            end_ns: None,
+            req_end_ns: None,
+            req_header_bytes: 0,
+            resp_header_bytes: 0,
+            resp_trailer_bytes: 0,
+            req: Direction::new(),
+            resp: Direction::new(),
+            grpc_status: None,
+            grpc_message: None,
+            malformed: false,
+            response_headers_seen: false,
+            response_headers_deferred: false,
+            response_complete: false,
+            published: false,
+        }
+    }
+
+    /// Sets the maximum bytes per body read (at least 1).
+    pub fn with_read_window(mut self, window: usize) -> Self {
+        self.window = window.max(1);
+        self
+    }
+
+    /// Sets the publishing options (default: [`Options::default`]).
+    pub fn with_options(mut self, options: Options) -> Self {
+        self.options = options;
+        self
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    pub fn protocol(&self) -> Option<Protocol> {
+        self.protocol
+    }
+
+    /// True once the request ended (headers or body with end of stream, or trailers).
+    pub fn request_complete(&self) -> bool {
+        self.req.ended
+    }
+
+    /// True once the response ended (headers/body with end of stream, or trailers).
+    pub fn response_complete(&self) -> bool {
+        self.response_complete
+    }
+
+    /// True once the record was published.
+    pub fn published(&self) -> bool {
+        self.published
+    }
+
+    // ------------------------------------------------------------ callbacks
+
+    /// Request headers (the first callback of a stream): the clock, then
+    /// one copy of the map, from which everything the record needs of the
+    /// request headers is taken. Only the first call counts.
+    pub fn on_request_headers<H: Host>(&mut self, host: &mut H, end_of_stream: bool) {
+        let now = host.now_ns();
+        let map = host.header_map(HeaderMap::RequestHeaders);
+        self.request_headers(iter_serialized(entries(&map)), end_of_stream, now);
+    }
+
+    /// A request body chunk of `body_size` bytes: counted; read from the
+    /// host only for the gRPC family. The clock is read only when this
+    /// ends the request.
+    pub fn on_request_body<H: Host>(
+        &mut self,
+        host: &mut H,
+        body_size: usize,
+        end_of_stream: bool,
+    ) {
+        self.req
+            .on_body(body_size, host, Body::Request, self.window);
+        if end_of_stream {
+            self.end_request(host);
+        }
+    }
+
+    /// Request trailers: the request stream ended (the clock is read if it
+    /// had not ended already).
+    pub fn on_request_trailers<H: Host>(&mut self, host: &mut H) {
+        self.end_request(host);
+    }
+
+    /// Response headers: their entries when the record needs them
+    /// ([`Call::response_headers_need_entries`]), else only their size;
+    /// then the clock. Publishes when they end the response.
+    pub fn on_response_headers<H: Host>(&mut self, host: &mut H, end_of_stream: bool) {
+        let complete = if self.response_headers_need_entries(end_of_stream) {
+            let map = host.header_map(HeaderMap::ResponseHeaders);
+            self.response_headers(iter_serialized(entries(&map)), end_of_stream, host)
+        } else {
+            let size = host
+                .header_map_size(HeaderMap::ResponseHeaders)
+                .unwrap_or(0);
+            self.response_header_size(size as u64, end_of_stream, host)
+        };
+        if complete {
+            self.publish(host, None);
+        }
+    }
+
+    /// A response body chunk: counted, read as the response headers said.
+    /// Publishes when it ends the response, unless header entries were
+    /// deferred: those are read in the log phase.
+    pub fn on_response_body<H: Host>(
+        &mut self,
+        host: &mut H,
+        body_size: usize,
+        end_of_stream: bool,
+    ) {
+        if self.response_body(body_size, end_of_stream, host) && !self.response_headers_deferred {
+            self.publish(host, None);
+        }
+    }
+
+    /// Response trailers: always sized; their entries copied only when the
+    /// record needs them ([`Call::response_trailers_need_entries`]); then
+    /// the clock. Publishes (they end the response).
+    pub fn on_response_trailers<H: Host>(&mut self, host: &mut H) {
+        let size = host
+            .header_map_size(HeaderMap::ResponseTrailers)
+            .unwrap_or(0) as u64;
+        let complete = if self.response_trailers_need_entries(size) {
+            let map = host.header_map(HeaderMap::ResponseTrailers);
+            self.response_trailers(iter_serialized(entries(&map)), host)
+        } else {
+            self.response_trailer_size(size, host)
+        };
+        if complete {
+            self.publish(host, None);
+        }
+    }
+
+    /// The log phase: publishes a call that has not published yet (its
+    /// response never completed, or its header entries were deferred). The
+    /// clock is read only for a response that never completed: its end.
+    pub fn on_log<H: Host>(&mut self, host: &mut H) {
+        if !self.published {
+            let now = if self.response_complete {
+                None
+            } else {
+                host.now_ns()
+            };
+            self.publish(host, now);
+        }
+    }
+
+    /// The single publication: nothing before request headers or a second
+    /// time. Deferred response header entries are read first (Envoy shows
+    /// response headers again only in the log phase, where this then
+    /// happens).
+    fn publish<H: Host>(&mut self, host: &mut H, now_ns: Option<u64>) {
+        if self.published || self.protocol.is_none() {
+            return;
+        }
+        self.published = true;
+        if self.response_headers_deferred {
+            if let Some(map) = host.header_map(HeaderMap::ResponseHeaders) {
+                self.deferred_response_headers(iter_serialized(map.as_ref()));
+            }
+        }
+        let mut json = host.record_buffer();
+        self.record(now_ns).write_json(&mut json);
+        host.publish(json);
+    }
+
+    // ------------------------------------------------------------ decisions
+
+    /// Whether the response headers' entries are needed, or only their byte
+    /// size, which a host can report without copying the map (Envoy:
+    /// `proxy_get_header_map_size`).
+    ///
+    /// - REST: the size only.
+    /// - Transcoded REST: entries (`grpc-status`).
+    /// - gRPC-Web, both modes: entries (the content type decides how the
+    ///   body is read; the trailers travel inside it).
+    /// - gRPC: entries only for a trailers-only response (headers with end
+    ///   of stream, carrying `grpc-status`). Otherwise trailers are due: the
+    ///   body is read as gRPC frames, the trailers confirm that it was gRPC,
+    ///   and only a response that ends without them needs its header entries
+    ///   after all, read at publication.
+    pub fn response_headers_need_entries(&self, end_of_stream: bool) -> bool {
+        match self.protocol {
+            Some(Protocol::Grpc) => end_of_stream,
+            Some(p) => p.is_grpc_family() || p == Protocol::RestTranscoded,
+            None => false,
+        }
+    }
+
+    /// Whether the response trailers' entries are needed, or only their
+    /// byte size (the sum of name and value lengths), which Envoy reports
+    /// without copying the map. Native gRPC needs them only when they can
+    /// carry a status and a non-empty `grpc-message` the record publishes:
+    /// Envoy reads `grpc-status` itself (`%GRPC_STATUS(NUMBER)%`, which the
+    /// pipeline uses when the record has no status), so an OK call's
+    /// trailers (`grpc-status: 0`, with or without an empty
+    /// `grpc-message`: 12 or 24 bytes) are only sized.
+    pub fn response_trailers_need_entries(&self, bytes: u64) -> bool {
+        self.protocol != Some(Protocol::Grpc)
+            || (self.options.fields.contains(Fields::GRPC_MESSAGE)
+                && self.options.grpc_message_max_bytes > 0
+                && bytes > STATUS_WITHOUT_MESSAGE_MAX_BYTES)
+    }
+
+    // ---------------------------------------------------------------- state
+
+    fn request_headers<'a>(
+        &mut self,
+        headers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+        end_of_stream: bool,
+        now_ns: Option<u64>,
+    ) {
+        if self.protocol.is_some() {
+            return;
+        }
+        self.start_ns = now_ns;
+        let mut content_type = None;
+        let mut accept: &[u8] = b"";
+        let mut path: &[u8] = b"";
+        let mut method: &[u8] = b"";
+        self.req_header_bytes = header_sum(headers, |n, v| {
+            if n.eq_ignore_ascii_case(b"content-type") {
+                content_type = Some(v);
+            } else if n.eq_ignore_ascii_case(b"accept") {
+                accept = v;
+            } else if n == b":path" {
+                path = v;
+            } else if n == b":method" {
+                method = v;
+            }
+        });
+        let mut protocol = classify(content_type);
+        if protocol == Protocol::Rest {
+            if self.options.rest_transcoded {
+                protocol = Protocol::RestTranscoded;
+            } else if accepts_protobuf(accept) {
+                protocol = Protocol::RestProto;
+            }
+        }
+        self.protocol = Some(protocol);
+        self.req.mode = mode_for(protocol);
+        self.resolved = self.resolve(protocol, method, path);
+        if end_of_stream && !self.req.ended {
+            self.req.end();
+            self.req_end_ns = now_ns;
+        }
+    }
+
+    /// The request stream ended (first time only): frames end, time noted.
+    fn end_request<H: Host>(&mut self, host: &mut H) {
+        if self.req.ended {
+            return;
+        }
+        self.req.end();
+        self.req_end_ns = host.now_ns();
+    }
+
+    /// The operation comes only from the map: a client cannot add values
+    /// to the record's dimensions by inventing paths.
+    fn resolve(&self, protocol: Protocol, method: &[u8], path: &[u8]) -> Resolved {
+        let known = if protocol.is_grpc_family() {
+            self.map
+                .lookup_grpc(path)
+                .map(|op| Resolved::Known { op, rule: None })
+        } else {
+            self.map
+                .match_rest(method, path)
+                .map(|(op, rule)| Resolved::Known {
+                    op,
+                    rule: Some(rule),
+                })
+        };
+        known.unwrap_or_else(|| Resolved::Unknown {
+            path: url_path(path),
+        })
+    }
+
+    /// Sums a response header or trailer map, takes `grpc-status` and
+    /// `grpc-message` from it and, for response headers (`is_headers`),
+    /// decides how the response body is read. Returns the byte sum.
+    fn absorb_response_map<'a>(
+        &mut self,
+        headers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+        is_headers: bool,
+    ) -> u64 {
+        let mut status: Option<&[u8]> = None;
+        let mut message: Option<&[u8]> = None;
+        let mut ct: Option<&[u8]> = None;
+        let sum = header_sum(headers, |n, v| {
+            if n.eq_ignore_ascii_case(b"grpc-status") {
+                status = Some(v);
+            } else if n.eq_ignore_ascii_case(b"grpc-message") {
+                message = Some(v);
+            } else if n.eq_ignore_ascii_case(b"content-type") {
+                ct = Some(v);
+            }
+        });
+        if let Some(s) = status {
+            match parse_status(s) {
+                Some(code) => self.grpc_status = Some(code),
+                None => self.malformed = true,
+            }
+        }
+        if let Some(m) = message {
+            if self.options.fields.contains(Fields::GRPC_MESSAGE) {
+                let max = usize::from(self.options.grpc_message_max_bytes);
+                self.grpc_message = Some(decode_grpc_message(m, max));
+            }
+        }
+        if is_headers {
+            // Response headers: decide how to read the response body. Only
+            // for gRPC-family requests; by the response content-type when it
+            // names a gRPC family type, else as the request was framed when
+            // it has none, else (an error page, ...) not at all.
+            let req_proto = self.protocol.unwrap_or(Protocol::Rest);
+            self.resp.mode = if !req_proto.is_grpc_family() {
+                BodyMode::Ignore
+            } else {
+                match ct {
+                    None => mode_for(req_proto),
+                    Some(ct) => match classify(Some(ct)) {
+                        p if p.is_grpc_family() => mode_for(p),
+                        _ => BodyMode::Ignore,
+                    },
+                }
+            };
+        }
+        sum
+    }
+
+    fn absorb_trailer_frame(&mut self) {
+        if let Some(GrpcTrailer { status, message }) = self.resp.frames.take_trailer() {
+            if status.is_some() {
+                self.grpc_status = status;
+            }
+            if message.is_some() {
+                self.grpc_message = message;
+            }
+        }
+    }
+
+    fn complete(&mut self, now: impl FnOnce() -> Option<u64>) -> bool {
+        if self.response_complete {
+            return false;
+        }
+        self.resp.end();
+        self.absorb_trailer_frame();
+        self.response_complete = true;
+        self.end_ns = now();
+        true
+    }
+
+    /// Response headers arrived with their entries. True when this
+    /// completes the response (headers with end of stream).
+    fn response_headers<'a, H: Host>(
+        &mut self,
+        headers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+        end_of_stream: bool,
+        host: &mut H,
+    ) -> bool {
+        if self.response_headers_seen {
+            return false;
+        }
+        let bytes = self.absorb_response_map(headers, true);
+        self.response_headers_arrived(bytes, end_of_stream, host)
+    }
+
+    /// Response headers arrived, known only by their byte size because
+    /// their entries are not needed. True when this completes the response.
+    fn response_header_size<H: Host>(
+        &mut self,
+        bytes: u64,
+        end_of_stream: bool,
+        host: &mut H,
+    ) -> bool {
+        if self.response_headers_seen {
+            return false;
+        }
+        if self.protocol == Some(Protocol::Grpc) && !end_of_stream {
+            self.resp.mode = mode_for(Protocol::Grpc);
+            self.response_headers_deferred = true;
+        } else {
+            self.resp.mode = BodyMode::Ignore;
+        }
+        self.response_headers_arrived(bytes, end_of_stream, host)
+    }
+
+    fn response_headers_arrived<H: Host>(
+        &mut self,
+        bytes: u64,
+        end_of_stream: bool,
+        host: &mut H,
+    ) -> bool {
+        self.resp_header_bytes = bytes;
+        self.response_headers_seen = true;
+        let t = host.now_ns();
+        self.resp_headers_ns = t;
+        if end_of_stream {
+            self.complete(|| t)
+        } else {
+            false
+        }
+    }
+
+    /// A response body chunk. True when this completes the response (the
+    /// clock is read only then).
+    fn response_body<H: Host>(&mut self, size: usize, end_of_stream: bool, host: &mut H) -> bool {
+        if self.response_complete {
+            self.resp.body_bytes += size as u64;
+            return false;
+        }
+        self.resp.on_body(size, host, Body::Response, self.window);
+        self.absorb_trailer_frame();
+        if end_of_stream {
+            self.complete(|| host.now_ns())
+        } else {
+            false
+        }
+    }
+
+    /// Response trailers arrived with their entries. True when this
+    /// completes the response (it always does, unless already complete).
+    fn response_trailers<'a, H: Host>(
+        &mut self,
+        trailers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+        host: &mut H,
+    ) -> bool {
+        if !self.trailers_arrived() {
+            return false;
+        }
+        self.resp_trailer_bytes = self.absorb_response_map(trailers, false);
+        self.complete(|| host.now_ns())
+    }
+
+    /// Response trailers arrived, known only by their byte size.
+    fn response_trailer_size<H: Host>(&mut self, bytes: u64, host: &mut H) -> bool {
+        if !self.trailers_arrived() {
+            return false;
+        }
+        self.resp_trailer_bytes = bytes;
+        self.complete(|| host.now_ns())
+    }
+
+    /// What any trailers mean for the body: its frames end where they
+    /// begin, and they make it a gRPC response, so deferred header entries
+    /// are not needed. False when the response had already ended.
+    fn trailers_arrived(&mut self) -> bool {
+        if self.response_complete {
+            return false;
+        }
+        self.response_headers_deferred = false;
+        self.resp.end();
+        self.absorb_trailer_frame();
+        true
+    }
+
+    /// The deferred response header entries. They can carry `grpc-status`
+    /// and `grpc-message`; and if their content type is not gRPC (an error
+    /// page), the body was not gRPC after all: its frame statistics are
+    /// dropped, as if it had been ignored from the start.
+    fn deferred_response_headers<'a>(
+        &mut self,
+        headers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    ) {
+        if !self.response_headers_deferred {
+            return;
+        }
+        self.response_headers_deferred = false;
+        self.absorb_response_map(headers, true);
+        if self.resp.mode == BodyMode::Ignore {
+            self.resp = self.resp.unread();
+        }
+    }
+
+    /// The record as of now. `now_ns` is used for the duration when the
+    /// response has not completed (aborted streams).
+    pub fn record(&self, now_ns: Option<u64>) -> Record<'_> {
+        let (operation, rpc_service, rpc_method, streaming, route, url_path) = match &self.resolved
+        {
+            Resolved::None => ("", "", "", None, "", ""),
+            Resolved::Known { op, rule } => {
+                let o = self.map.operation(*op);
+                let route = rule
+                    .and_then(|r| self.map.rule(r))
+                    .map_or("", |r| r.pattern.as_str());
+                match o {
+                    Some(o) => (
+                        o.operation.as_str(),
+                        o.rpc_service.as_str(),
+                        o.rpc_method.as_str(),
+                        o.streaming,
+                        route,
+                        "",
+                    ),
+                    None => ("", "", "", None, "", ""),
+                }
+            }
+            Resolved::Unknown { path } => (UNKNOWN_OPERATION, "", "", None, "", path.as_str()),
+        };
+        // Wall-clock deltas: a clock going backwards gives 0, not a wrap.
+        let us = |from: Option<u64>, to: Option<u64>| match (from, to) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a) / 1000),
+            _ => None,
+        };
+        let frames = match self.protocol {
+            Some(p) if p.is_grpc_family() => Some(Frames {
+                request: self.req.frames.stats(),
+                response: self.resp.frames.stats(),
+            }),
+            _ => None,
+        };
+        Record {
+            protocol: self.protocol,
+            operation,
+            rpc_service,
+            rpc_method,
+            streaming,
+            route,
+            url_path,
+            grpc_status: self.grpc_status,
+            // A trailer frame's message was decoded before the options were
+            // known to the parser: cut here too.
+            grpc_message: cut_utf8(
+                self.grpc_message.as_deref().unwrap_or(""),
+                usize::from(self.options.grpc_message_max_bytes),
+            ),
+            req_header_bytes: self.req_header_bytes,
+            resp_header_bytes: self.resp_header_bytes,
+            resp_trailer_bytes: self.resp_trailer_bytes,
+            req_body_bytes: self.req.body_bytes,
+            resp_body_bytes: self.resp.body_bytes,
+            frames,
+            ttfb_us: us(self.start_ns, self.resp_headers_ns),
+            duration_us: us(self.start_ns, self.end_ns.or(now_ns)),
+            request_duration_us: us(self.start_ns, self.req_end_ns),
+            malformed: self.malformed || self.req.malformed() || self.resp.malformed(),
+            fields: self.options.fields,
+            sample_rate: self.options.sample_rate_json(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_call_record() {
+        let call = Call::new(Rc::new(OpMap::empty()));
+        assert_eq!(
+            call.record(None).to_json(),
+            r#"{"wirelens.request.header.size":0,"wirelens.response.header.size":0,"wirelens.response.trailer.size":0,"http.request.body.size":0,"http.response.body.size":0,"wirelens.malformed":0}"#
+        );
+    }
+}

@@ -1,0 +1,162 @@
+//! What the core asks of its host, and an in-memory host for tests.
+//!
+//! [`Call`](crate::Call) is driven by its caller (sans-IO, in the manner of
+//! quinn-proto's `Connection` or httparse): each callback of the stream
+//! passes a [`Host`], and the call itself decides which host calls to make:
+//! a header map's entries or only its size, body bytes at an offset, the
+//! clock, and the one publication. The wasm adapter implements [`Host`]
+//! over the proxy-wasm ABI (`filters/wasm/src/lib.rs`); tests, fuzz targets
+//! and harnesses use [`MemoryHost`], so they run the code the filter runs.
+//!
+//! Every method is one host call in the adapter (`proxy_get_...`,
+//! `proxy_set_property`) except [`Host::record_buffer`], which is local.
+
+/// The one filter-state property published per call (Envoy prefixes it
+/// with `wasm.`): one host call, and one object for the access log and the
+/// span to carry.
+pub const PROPERTY_RECORD: &str = "wirelens.record";
+
+/// A header map of the stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeaderMap {
+    RequestHeaders,
+    ResponseHeaders,
+    ResponseTrailers,
+}
+
+/// The current body chunk of one direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body {
+    Request,
+    Response,
+}
+
+/// The host calls a [`Call`](crate::Call) makes. A refusal is `None`: the
+/// call carries on without the answer (a missing map is an empty one, a
+/// missing size is 0, a refused body read marks the record malformed, a
+/// refused clock omits the durations that need it).
+pub trait Host {
+    /// Bytes the host hands over: a header map in the proxy-wasm serialized
+    /// layout (`headers::iter_serialized`), or a piece of a body.
+    type Bytes: AsRef<[u8]>;
+
+    /// The host's wall clock in nanoseconds (`proxy_get_current_time_nanoseconds`).
+    fn now_ns(&mut self) -> Option<u64>;
+
+    /// A whole header map, serialized, in one call (`proxy_get_header_map_pairs`).
+    fn header_map(&mut self, map: HeaderMap) -> Option<Self::Bytes>;
+
+    /// A header map's byte size, Σ(name length + value length), without
+    /// copying it (`proxy_get_header_map_size`).
+    fn header_map_size(&mut self, map: HeaderMap) -> Option<usize>;
+
+    /// Up to `max` bytes of the current body chunk starting at `start`
+    /// (`proxy_get_buffer_bytes`). An empty or short answer ends the chunk
+    /// early.
+    fn body_bytes(&mut self, body: Body, start: usize, max: usize) -> Option<Self::Bytes>;
+
+    /// An empty buffer for the record's JSON. Hand out the one the last
+    /// [`Host::publish`] received, and publishing does not allocate once it
+    /// has grown.
+    fn record_buffer(&mut self) -> String;
+
+    /// Publishes the record, a compact JSON object, as the property
+    /// [`PROPERTY_RECORD`] (`proxy_set_property`); at most once per call.
+    /// A failure is the host's to ignore.
+    fn publish(&mut self, record: String);
+}
+
+/// How many host calls of each kind a [`MemoryHost`] answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostCalls {
+    pub clock: usize,
+    pub map_copies: usize,
+    pub map_sizes: usize,
+    pub body_reads: usize,
+    /// Body bytes handed out by all reads.
+    pub body_bytes: usize,
+    pub publications: usize,
+}
+
+impl HostCalls {
+    /// All host calls (what the adapter pays for).
+    pub fn total(&self) -> usize {
+        self.clock + self.map_copies + self.map_sizes + self.body_reads + self.publications
+    }
+}
+
+/// A [`Host`] in memory (tests, fuzz targets, harnesses): header maps in
+/// the serialized layout, the current body chunk of each direction, a
+/// clock; it counts every call and keeps the published records. `None`
+/// answers as a refusing host would.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryHost {
+    /// Clock: each read answers it, then advances it by `tick`.
+    pub now: Option<u64>,
+    pub tick: u64,
+    pub request_headers: Option<Vec<u8>>,
+    pub response_headers: Option<Vec<u8>>,
+    pub response_trailers: Option<Vec<u8>>,
+    pub request_body: Option<Vec<u8>>,
+    pub response_body: Option<Vec<u8>>,
+    pub calls: HostCalls,
+    /// Every publication, in order.
+    pub published: Vec<String>,
+}
+
+impl MemoryHost {
+    fn map(&self, map: HeaderMap) -> Option<&Vec<u8>> {
+        match map {
+            HeaderMap::RequestHeaders => self.request_headers.as_ref(),
+            HeaderMap::ResponseHeaders => self.response_headers.as_ref(),
+            HeaderMap::ResponseTrailers => self.response_trailers.as_ref(),
+        }
+    }
+}
+
+impl Host for MemoryHost {
+    type Bytes = Vec<u8>;
+
+    fn now_ns(&mut self) -> Option<u64> {
+        self.calls.clock += 1;
+        let t = self.now?;
+        self.now = Some(t.saturating_add(self.tick));
+        Some(t)
+    }
+
+    fn header_map(&mut self, map: HeaderMap) -> Option<Vec<u8>> {
+        self.calls.map_copies += 1;
+        self.map(map).cloned()
+    }
+
+    fn header_map_size(&mut self, map: HeaderMap) -> Option<usize> {
+        self.calls.map_sizes += 1;
+        let map = self.map(map)?;
+        Some(
+            crate::headers::iter_serialized(map)
+                .map(|(n, v)| n.len() + v.len())
+                .sum(),
+        )
+    }
+
+    fn body_bytes(&mut self, body: Body, start: usize, max: usize) -> Option<Vec<u8>> {
+        self.calls.body_reads += 1;
+        let data = match body {
+            Body::Request => self.request_body.as_ref(),
+            Body::Response => self.response_body.as_ref(),
+        }?;
+        let from = start.min(data.len());
+        let to = from.saturating_add(max).min(data.len());
+        self.calls.body_bytes += to - from;
+        Some(data[from..to].to_vec())
+    }
+
+    fn record_buffer(&mut self) -> String {
+        String::new()
+    }
+
+    fn publish(&mut self, record: String) {
+        self.calls.publications += 1;
+        self.published.push(record);
+    }
+}

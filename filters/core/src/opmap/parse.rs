@@ -1,0 +1,300 @@
+//! The operation map's configuration: `operations[]` parsed and validated
+//! (unknown fields, types, gRPC paths, duplicates, reserved names), with
+//! errors that name the offending field.
+
+use super::template::HttpRule;
+use super::{FixedState, OpMap, Operation, Streaming, UNKNOWN_OPERATION};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::fmt;
+
+/// Configuration error: the dotted path of the offending field and a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+pub(crate) fn err<T>(
+    path: impl Into<String>,
+    message: impl Into<String>,
+) -> Result<T, ConfigError> {
+    Err(ConfigError {
+        path: path.into(),
+        message: message.into(),
+    })
+}
+
+/// Splits `/package.Service/Method` into (`package.Service`, `Method`).
+pub fn split_grpc_path(path: &str) -> Option<(&str, &str)> {
+    let rest = path.strip_prefix('/')?;
+    let (service, method) = rest.split_once('/')?;
+    if service.is_empty() || method.is_empty() || method.contains('/') {
+        return None;
+    }
+    Some((service, method))
+}
+
+/// The derived operation name: the short service name with its first letter
+/// lower-cased, a dot, the method (`wirelens.v1.Hello`, `SayHello` →
+/// `hello.SayHello`).
+pub fn derive_operation(service: &str, method: &str) -> String {
+    let short = service.rsplit('.').next().unwrap_or(service);
+    let mut out = String::with_capacity(short.len() + 1 + method.len());
+    let mut chars = short.chars();
+    if let Some(c) = chars.next() {
+        out.extend(c.to_lowercase());
+    }
+    out.push_str(chars.as_str());
+    out.push('.');
+    out.push_str(method);
+    out
+}
+
+pub(crate) fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+pub(crate) fn check_fields(
+    path: &str,
+    obj: &Map<String, Value>,
+    allowed: &[&str],
+) -> Result<(), ConfigError> {
+    for key in obj.keys() {
+        if !allowed.contains(&key.as_str()) {
+            let at = if path.is_empty() {
+                key.clone()
+            } else {
+                format!("{path}.{key}")
+            };
+            return err(
+                at,
+                format!("unknown field, expected one of: {}", allowed.join(", ")),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn opt_string(
+    path: &str,
+    obj: &Map<String, Value>,
+    key: &str,
+) -> Result<Option<String>, ConfigError> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(v) => err(
+            format!("{path}.{key}"),
+            format!("invalid type: {}, expected a string", type_name(v)),
+        ),
+    }
+}
+
+fn is_token_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
+}
+
+const OP_FIELDS: &[&str] = &[
+    "grpc_path",
+    "operation",
+    "rpc_service",
+    "rpc_method",
+    "streaming",
+    "http_rules",
+];
+const RULE_FIELDS: &[&str] = &["method", "pattern"];
+
+impl OpMap {
+    /// Builds the map from the top-level `operations` value (absent or
+    /// `null`: empty).
+    pub(crate) fn from_operations(ops: Option<&Value>) -> Result<Self, ConfigError> {
+        let mut map = Self::empty();
+        let ops = match ops {
+            None | Some(Value::Null) => return Ok(map),
+            Some(Value::Array(a)) => a,
+            Some(v) => {
+                return err(
+                    "operations",
+                    format!("invalid type: {}, expected an array", type_name(v)),
+                )
+            }
+        };
+        let mut seen_rules: HashMap<(String, String), String, FixedState> = HashMap::default();
+        for (i, v) in ops.iter().enumerate() {
+            let path = format!("operations[{i}]");
+            map.add_operation(&path, v, &mut seen_rules)?;
+        }
+        Ok(map)
+    }
+
+    fn add_operation(
+        &mut self,
+        path: &str,
+        v: &Value,
+        seen_rules: &mut HashMap<(String, String), String, FixedState>,
+    ) -> Result<(), ConfigError> {
+        let Value::Object(obj) = v else {
+            return err(
+                path,
+                format!("invalid type: {}, expected an object", type_name(v)),
+            );
+        };
+        check_fields(path, obj, OP_FIELDS)?;
+        let grpc_path = opt_string(path, obj, "grpc_path")?;
+        let derived = match &grpc_path {
+            Some(p) => match split_grpc_path(p) {
+                Some(sm) => Some(sm),
+                None => {
+                    return err(
+                        format!("{path}.grpc_path"),
+                        format!("invalid gRPC path {p:?}, expected \"/package.Service/Method\""),
+                    )
+                }
+            },
+            None => None,
+        };
+        let operation = match opt_string(path, obj, "operation")? {
+            Some(o) if o.is_empty() => {
+                return err(format!("{path}.operation"), "must not be empty")
+            }
+            Some(o) => o,
+            None => match derived {
+                Some((s, m)) => derive_operation(s, m),
+                None => {
+                    return err(
+                        path,
+                        "missing field \"operation\" (required when there is no \"grpc_path\")",
+                    )
+                }
+            },
+        };
+        if operation == UNKNOWN_OPERATION {
+            return err(
+                format!("{path}.operation"),
+                format!("{UNKNOWN_OPERATION:?} is reserved for calls the map does not know"),
+            );
+        }
+        let rpc_service = opt_string(path, obj, "rpc_service")?
+            .unwrap_or_else(|| derived.map_or(String::new(), |(s, _)| s.to_string()));
+        let rpc_method = opt_string(path, obj, "rpc_method")?
+            .unwrap_or_else(|| derived.map_or(String::new(), |(_, m)| m.to_string()));
+        let streaming = match obj.get("streaming") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => match Streaming::parse(s) {
+                Some(st) => Some(st),
+                None => {
+                    return err(
+                        format!("{path}.streaming"),
+                        format!(
+                            "unknown variant {s:?}, expected one of: {}",
+                            Streaming::VARIANTS.join(", ")
+                        ),
+                    )
+                }
+            },
+            Some(v) => {
+                return err(
+                    format!("{path}.streaming"),
+                    format!("invalid type: {}, expected a string", type_name(v)),
+                )
+            }
+        };
+        let rules = match obj.get("http_rules") {
+            None | Some(Value::Null) => &[][..],
+            Some(Value::Array(a)) => a.as_slice(),
+            Some(v) => {
+                return err(
+                    format!("{path}.http_rules"),
+                    format!("invalid type: {}, expected an array", type_name(v)),
+                )
+            }
+        };
+        if grpc_path.is_none() && rules.is_empty() {
+            return err(path, "needs \"grpc_path\" or \"http_rules\"");
+        }
+        let op_index = self.ops.len();
+        if let Some(p) = &grpc_path {
+            if let Some(&prev) = self.by_grpc_path.get(p) {
+                return err(
+                    format!("{path}.grpc_path"),
+                    format!("duplicate {p:?} (also in operations[{prev}])"),
+                );
+            }
+            self.by_grpc_path.insert(p.clone(), op_index);
+        }
+        for (j, r) in rules.iter().enumerate() {
+            let rpath = format!("{path}.http_rules[{j}]");
+            let Value::Object(robj) = r else {
+                return err(
+                    rpath,
+                    format!("invalid type: {}, expected an object", type_name(r)),
+                );
+            };
+            check_fields(&rpath, robj, RULE_FIELDS)?;
+            let method = match opt_string(&rpath, robj, "method")? {
+                Some(m) if !m.is_empty() && m.chars().all(is_token_char) => m.to_ascii_uppercase(),
+                Some(m) => {
+                    return err(
+                        format!("{rpath}.method"),
+                        format!("invalid HTTP method {m:?}"),
+                    )
+                }
+                None => return err(rpath, "missing field \"method\""),
+            };
+            let Some(pattern) = opt_string(&rpath, robj, "pattern")? else {
+                return err(rpath, "missing field \"pattern\"");
+            };
+            let rule = match HttpRule::new(method, pattern.clone(), op_index) {
+                Ok(rule) => rule,
+                Err(e) => {
+                    return err(
+                        format!("{rpath}.pattern"),
+                        format!("invalid template {pattern:?}: {e}"),
+                    )
+                }
+            };
+            let key = (rule.method.clone(), rule.pattern.clone());
+            if let Some(prev) = seen_rules.get(&key) {
+                return err(
+                    rpath,
+                    format!("duplicate rule \"{} {}\" (also in {prev})", key.0, key.1),
+                );
+            }
+            seen_rules.insert(key, rpath.clone());
+            let idx = self.rules.len();
+            self.rules_by_method
+                .entry(rule.method.clone())
+                .or_default()
+                .push(idx);
+            self.rules.push(rule);
+        }
+        self.ops.push(Operation {
+            operation,
+            rpc_service,
+            rpc_method,
+            streaming,
+            grpc_path,
+        });
+        Ok(())
+    }
+}
