@@ -1240,60 +1240,163 @@ fn clock_going_backwards_gives_zero() {
 
 // ------------------------------------------------------------- robustness
 
+/// A named exchange and values its record must hold (`Value::Null`: absent).
+type Case<'a> = (&'a str, Exchange<'a>, Vec<(&'a str, Value)>);
+
+/// Odd calls, one row each.
 #[test]
-fn grpc_unknown_method_trailers_only() {
-    let req: Pairs = &[
-        (":method", "POST"),
-        (":path", "/acme.inventory.v2.StockService/Reserve"),
-        ("content-type", "application/grpc+proto"),
+fn odd_calls() {
+    let cases: Vec<Case> = vec![
+        (
+            "grpc unknown method trailers only",
+            Exchange {
+                req_headers: &[
+                    (":method", "POST"),
+                    (":path", "/acme.inventory.v2.StockService/Reserve"),
+                    ("content-type", "application/grpc+proto"),
+                ],
+                req_chunks: vec![encode_frame(0, b"")],
+                resp_headers: &[
+                    (":status", "200"),
+                    ("content-type", "application/grpc"),
+                    ("grpc-status", "12"),
+                    ("grpc-message", "unknown%20service"),
+                ],
+                resp_chunks: vec![],
+                resp_trailers: None,
+                window: 16 * 1024,
+            },
+            vec![
+                (keys::PROTOCOL, json!("grpc")),
+                // Never derived from the path: a client cannot invent operations.
+                (keys::OPERATION, json!("unknown")),
+                (
+                    keys::URL_PATH,
+                    json!("/acme.inventory.v2.StockService/Reserve"),
+                ),
+                (keys::RPC_SERVICE, Value::Null),
+                (keys::RPC_METHOD, Value::Null),
+                (keys::STREAMING, Value::Null),
+                (keys::ROUTE, Value::Null),
+                (keys::REQ_BODY_SIZE, json!(5)),
+                (keys::REQ_MESSAGES, json!(1)),
+                (keys::REQ_MESSAGE_MIN, json!(0)),
+                (keys::REQ_MESSAGE_MAX, json!(0)),
+                (keys::RESP_MESSAGES, json!(0)),
+                (keys::RESP_MESSAGE_BYTES, json!(0)),
+                (keys::RESP_MESSAGE_MIN, Value::Null),
+                (keys::RESP_MESSAGE_MAX, Value::Null),
+                (keys::RESP_FRAMING_BYTES, json!(0)),
+                (keys::RESP_TRAILER_SIZE, json!(0)),
+                (keys::RESP_BODY_SIZE, json!(0)),
+                (keys::GRPC_STATUS, json!(12)),
+                (keys::GRPC_MESSAGE, json!("unknown service")),
+                (keys::TTFB_US, json!(2500)),
+                (keys::DURATION_US, json!(2500)),
+                (keys::MALFORMED, json!(0)),
+            ],
+        ),
+        (
+            "grpc web bad trailer frame is malformed",
+            Exchange {
+                req_headers: &[
+                    (":method", "POST"),
+                    (":path", "/wirelens.v1.Hello/SayHello"),
+                    ("content-type", "application/grpc-web"),
+                ],
+                req_chunks: vec![],
+                resp_headers: &[(":status", "200"), ("content-type", "application/grpc-web")],
+                resp_chunks: vec![encode_frame(0x80, b"garbage")],
+                resp_trailers: None,
+                window: 1024,
+            },
+            vec![
+                (keys::MALFORMED, json!(1)),
+                (keys::GRPC_STATUS, Value::Null),
+                // The frame completed: it is framing even though it did not parse.
+                (keys::RESP_FRAMING_BYTES, json!(12)),
+            ],
+        ),
+        (
+            "grpc web text bad base64 is malformed",
+            Exchange {
+                req_headers: &[
+                    (":method", "POST"),
+                    (":path", "/wirelens.v1.Hello/SayHello"),
+                    ("content-type", "application/grpc-web-text"),
+                ],
+                req_chunks: vec![b"AAAAAAE*".to_vec()],
+                resp_headers: &[
+                    (":status", "200"),
+                    ("content-type", "application/grpc-web-text"),
+                ],
+                resp_chunks: vec![],
+                resp_trailers: Some(&[("grpc-status", "0")]),
+                window: 1024,
+            },
+            vec![(keys::MALFORMED, json!(1)), (keys::GRPC_STATUS, json!(0))],
+        ),
+        (
+            "grpc error page response is not parsed",
+            // An upstream error page (not gRPC) answering a gRPC request.
+            Exchange {
+                req_headers: GRPC_REQ,
+                req_chunks: vec![encode_frame(0, b"x")],
+                resp_headers: &[(":status", "503"), ("content-type", "text/plain")],
+                resp_chunks: vec![b"upstream connect error".to_vec()],
+                resp_trailers: None,
+                window: 1024,
+            },
+            vec![
+                (keys::RESP_MESSAGES, json!(0)),
+                (keys::RESP_MESSAGE_BYTES, json!(0)),
+                (keys::RESP_FRAMING_BYTES, json!(0)),
+                (keys::RESP_BODY_SIZE, json!(22)),
+                (keys::MALFORMED, json!(0)),
+            ],
+        ),
+        (
+            "invalid grpc status header is malformed",
+            Exchange {
+                req_headers: GRPC_REQ,
+                req_chunks: vec![],
+                resp_headers: &[(":status", "200"), ("content-type", "application/grpc")],
+                resp_chunks: vec![],
+                resp_trailers: Some(&[("grpc-status", "not a number at all")]),
+                window: 1024,
+            },
+            vec![
+                (keys::MALFORMED, json!(1)),
+                (keys::GRPC_STATUS, Value::Null),
+            ],
+        ),
+        (
+            "grpc response without trailers takes its status from the deferred headers",
+            Exchange {
+                req_headers: GRPC_REQ,
+                req_chunks: vec![encode_frame(0, b"x")],
+                resp_headers: &[
+                    (":status", "200"),
+                    ("content-type", "application/grpc"),
+                    ("grpc-status", "14"),
+                    ("grpc-message", "unavailable"),
+                ],
+                resp_chunks: vec![encode_frame(0, b"partial")],
+                resp_trailers: None,
+                window: 1024,
+            },
+            vec![
+                (keys::GRPC_STATUS, json!(14)),
+                (keys::RESP_MESSAGES, json!(1)),
+                (keys::RESP_BODY_SIZE, json!(12)),
+                (keys::MALFORMED, json!(0)),
+            ],
+        ),
     ];
-    let resp: Pairs = &[
-        (":status", "200"),
-        ("content-type", "application/grpc"),
-        ("grpc-status", "12"),
-        ("grpc-message", "unknown%20service"),
-    ];
-    let call = Exchange {
-        req_headers: req,
-        req_chunks: vec![encode_frame(0, b"")],
-        resp_headers: resp,
-        resp_chunks: vec![],
-        resp_trailers: None,
-        window: 16 * 1024,
+    for (name, exchange, want) in cases {
+        println!("{name}");
+        expect(&exchange.run(map()), &want);
     }
-    .run(map());
-    expect(
-        &call,
-        &[
-            (keys::PROTOCOL, json!("grpc")),
-            // Never derived from the path: a client cannot invent operations.
-            (keys::OPERATION, json!("unknown")),
-            (
-                keys::URL_PATH,
-                json!("/acme.inventory.v2.StockService/Reserve"),
-            ),
-            (keys::RPC_SERVICE, Value::Null),
-            (keys::RPC_METHOD, Value::Null),
-            (keys::STREAMING, Value::Null),
-            (keys::ROUTE, Value::Null),
-            (keys::REQ_BODY_SIZE, json!(5)),
-            (keys::REQ_MESSAGES, json!(1)),
-            (keys::REQ_MESSAGE_MIN, json!(0)),
-            (keys::REQ_MESSAGE_MAX, json!(0)),
-            (keys::RESP_MESSAGES, json!(0)),
-            (keys::RESP_MESSAGE_BYTES, json!(0)),
-            (keys::RESP_MESSAGE_MIN, Value::Null),
-            (keys::RESP_MESSAGE_MAX, Value::Null),
-            (keys::RESP_FRAMING_BYTES, json!(0)),
-            (keys::RESP_TRAILER_SIZE, json!(0)),
-            (keys::RESP_BODY_SIZE, json!(0)),
-            (keys::GRPC_STATUS, json!(12)),
-            (keys::GRPC_MESSAGE, json!("unknown service")),
-            (keys::TTFB_US, json!(2500)),
-            (keys::DURATION_US, json!(2500)),
-            (keys::MALFORMED, json!(0)),
-        ],
-    );
 }
 
 #[test]
@@ -1368,80 +1471,6 @@ fn grpc_body_ending_mid_frame_is_malformed() {
 }
 
 #[test]
-fn grpc_web_bad_trailer_frame_is_malformed() {
-    let call = Exchange {
-        req_headers: &[
-            (":method", "POST"),
-            (":path", "/wirelens.v1.Hello/SayHello"),
-            ("content-type", "application/grpc-web"),
-        ],
-        req_chunks: vec![],
-        resp_headers: &[(":status", "200"), ("content-type", "application/grpc-web")],
-        resp_chunks: vec![encode_frame(0x80, b"garbage")],
-        resp_trailers: None,
-        window: 1024,
-    }
-    .run(map());
-    expect(
-        &call,
-        &[
-            (keys::MALFORMED, json!(1)),
-            (keys::GRPC_STATUS, Value::Null),
-            // The frame completed: it is framing even though it did not parse.
-            (keys::RESP_FRAMING_BYTES, json!(12)),
-        ],
-    );
-}
-
-#[test]
-fn grpc_web_text_bad_base64_is_malformed() {
-    let call = Exchange {
-        req_headers: &[
-            (":method", "POST"),
-            (":path", "/wirelens.v1.Hello/SayHello"),
-            ("content-type", "application/grpc-web-text"),
-        ],
-        req_chunks: vec![b"AAAAAAE*".to_vec()],
-        resp_headers: &[
-            (":status", "200"),
-            ("content-type", "application/grpc-web-text"),
-        ],
-        resp_chunks: vec![],
-        resp_trailers: Some(&[("grpc-status", "0")]),
-        window: 1024,
-    }
-    .run(map());
-    expect(
-        &call,
-        &[(keys::MALFORMED, json!(1)), (keys::GRPC_STATUS, json!(0))],
-    );
-}
-
-#[test]
-fn grpc_error_page_response_is_not_parsed() {
-    // An upstream error page (not gRPC) answering a gRPC request.
-    let call = Exchange {
-        req_headers: GRPC_REQ,
-        req_chunks: vec![encode_frame(0, b"x")],
-        resp_headers: &[(":status", "503"), ("content-type", "text/plain")],
-        resp_chunks: vec![b"upstream connect error".to_vec()],
-        resp_trailers: None,
-        window: 1024,
-    }
-    .run(map());
-    expect(
-        &call,
-        &[
-            (keys::RESP_MESSAGES, json!(0)),
-            (keys::RESP_MESSAGE_BYTES, json!(0)),
-            (keys::RESP_FRAMING_BYTES, json!(0)),
-            (keys::RESP_BODY_SIZE, json!(22)),
-            (keys::MALFORMED, json!(0)),
-        ],
-    );
-}
-
-#[test]
 fn aborted_stream_publishes_in_log_phase() {
     let (mut call, mut host) = grpc_started(false, Some(1_000_000));
     let body = encode_frame(0, b"hello");
@@ -1510,29 +1539,6 @@ fn short_host_buffer_ends_chunk_quietly() {
 }
 
 #[test]
-fn invalid_grpc_status_header_is_malformed() {
-    let call = Exchange {
-        req_headers: GRPC_REQ,
-        req_chunks: vec![],
-        resp_headers: &[(":status", "200"), ("content-type", "application/grpc")],
-        resp_chunks: vec![],
-        resp_trailers: Some(&[("grpc-status", "not a number at all")]),
-        window: 1024,
-    }
-    .run(map());
-    expect(
-        &call,
-        &[
-            (keys::MALFORMED, json!(1)),
-            (keys::GRPC_STATUS, Value::Null),
-        ],
-    );
-    // Native gRPC trailers of at most 24 bytes are only sized: a short
-    // non-numeric status is Envoy's to read (%GRPC_STATUS%), not flagged.
-    assert!(!call.response_trailers_need_entries(hbytes(&[("grpc-status", "OK")])));
-}
-
-#[test]
 fn events_after_completion_are_ignored_for_publishing() {
     let (mut call, mut host) = grpc_started(true, Some(0));
     host.response_headers = Some(grpc_response_headers());
@@ -1596,33 +1602,6 @@ fn grpc_response_headers_are_sized_when_trailers_follow() {
 }
 
 #[test]
-fn grpc_response_without_trailers_takes_its_status_from_the_deferred_headers() {
-    let call = Exchange {
-        req_headers: GRPC_REQ,
-        req_chunks: vec![encode_frame(0, b"x")],
-        resp_headers: &[
-            (":status", "200"),
-            ("content-type", "application/grpc"),
-            ("grpc-status", "14"),
-            ("grpc-message", "unavailable"),
-        ],
-        resp_chunks: vec![encode_frame(0, b"partial")],
-        resp_trailers: None,
-        window: 1024,
-    }
-    .run(map());
-    expect(
-        &call,
-        &[
-            (keys::GRPC_STATUS, json!(14)),
-            (keys::RESP_MESSAGES, json!(1)),
-            (keys::RESP_BODY_SIZE, json!(12)),
-            (keys::MALFORMED, json!(0)),
-        ],
-    );
-}
-
-#[test]
 fn deferred_headers_are_ignored_once_trailers_arrived() {
     let (mut call, mut host) = grpc_started(true, Some(1_000_000));
     // Headers that would say "not gRPC, status 2", were they read.
@@ -1673,6 +1652,9 @@ fn native_grpc_trailers_are_read_only_when_they_can_carry_a_message() {
             (keys::MALFORMED, json!(0)),
         ],
     );
+    // Native gRPC trailers of at most 24 bytes are only sized: a short
+    // non-numeric status is Envoy's to read (%GRPC_STATUS%), not flagged.
+    assert!(!call.response_trailers_need_entries(hbytes(&[("grpc-status", "OK")])));
     // grpc-go's OK trailers: `grpc-status: 0` and an empty `grpc-message`.
     assert!(!call.response_trailers_need_entries(24));
     // `grpc-status: 5`, `grpc-message: x`.
