@@ -137,6 +137,16 @@ def run_tool(argv: Sequence[str], timeout_s: float, tag: str = "") -> ToolResult
                       rusage.ru_utime + rusage.ru_stime, timed_out)
 
 
+def nghttp_grpc(port: int, path: str, body: Path, timeout_s: float, slack_s: float = 10.0) -> tuple[int, str]:
+    """One gRPC call with nghttp -v (from nghttp2-client, like h2load) to 127.0.0.1:port/path with the
+    framed body in file `body`: its exit status and its verbose output (frames, headers, trailers)."""
+    out = subprocess.run(
+        ["nghttp", "-v", "-n", "-t", f"{timeout_s:g}", "-d", str(body),
+         "-H", "content-type: application/grpc", "-H", "te: trailers", f"http://127.0.0.1:{port}{path}"],
+        capture_output=True, text=True, errors="replace", timeout=timeout_s + slack_s)
+    return out.returncode, out.stdout + out.stderr
+
+
 def stop_process(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
     """SIGTERM the process we started (by its pid), then SIGKILL if it lingers."""
     if proc.poll() is not None:

@@ -469,13 +469,8 @@ def check_grpc(port: int, body_file: Path, direct: bool, timeout_s: float = 5.0)
 
     With --upstream direct Envoy answers trailers-only (no message): only 200 and grpc-status 0.
     """
-    out = subprocess.run(
-        ["nghttp", "-v", "-n", "-t", f"{timeout_s:g}", "-d", str(body_file),
-         "-H", "content-type: application/grpc", "-H", "te: trailers",
-         f"http://127.0.0.1:{port}{GRPC_PATH}"],
-        capture_output=True, text=True, errors="replace", timeout=timeout_s + 10)
-    text = out.stdout + out.stderr
-    ok = (out.returncode == 0 and re.search(r"recv \(stream_id=\d+\) :status: 200", text)
+    returncode, text = benchlib.nghttp_grpc(port, GRPC_PATH, body_file, timeout_s)
+    ok = (returncode == 0 and re.search(r"recv \(stream_id=\d+\) :status: 200", text)
           and re.search(r"recv \(stream_id=\d+\) grpc-status: 0", text)
           and (direct or re.search(r"recv DATA frame <length=%d," % len(grpc_frame(HELLO_REPLY_PB)), text)))
     if not ok:

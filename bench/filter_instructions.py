@@ -236,19 +236,14 @@ class Services:
 
 def check_stream(port: int, body: Path, messages: int, timeout_s: float) -> None:
     """One BiStream call with nghttp: 200, `messages` echoed messages (bytes counted), grpc-status 0."""
-    out = subprocess.run(
-        ["nghttp", "-v", "-n", "-t", f"{timeout_s:g}", "-d", str(body),
-         "-H", "content-type: application/grpc", "-H", "te: trailers",
-         f"http://127.0.0.1:{port}{STREAM_PATH}"],
-        capture_output=True, text=True, errors="replace", timeout=timeout_s + 30)
-    text = out.stdout + out.stderr
+    returncode, text = benchlib.nghttp_grpc(port, STREAM_PATH, body, timeout_s, slack_s=30)
     m_id = re.search(r"recv \(stream_id=(\d+)\) :status: 200", text)
     got = 0
     if m_id:
         got = sum(int(n) for n in re.findall(
             r"recv DATA frame <length=(\d+), flags=0x0\d, stream_id=%s>" % m_id.group(1), text))
     want = messages * len(STREAM_FRAME)
-    ok = (out.returncode == 0 and m_id and got == want
+    ok = (returncode == 0 and m_id and got == want
           and re.search(r"recv \(stream_id=\d+\) grpc-status: 0", text))
     if not ok:
         raise fc.Broken(f"BiStream check on :{port} failed (want :status 200, {want} bytes = {messages} "

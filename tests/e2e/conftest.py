@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -30,6 +33,20 @@ def poll(what: str, fetch, done, timeout_s: float = 60.0, interval_s: float = 0.
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}; last seen: {value!r}")
         time.sleep(interval_s)  # polling interval under a deadline
+
+
+def jaeger_trace(jaeger: str, trace_id: str) -> dict | None:
+    """One trace from Jaeger's API at base URL jaeger, or None while it has no spans (404) or Jaeger does not answer."""
+    try:
+        with urllib.request.urlopen(f"{jaeger}/api/traces/{trace_id}", timeout=5) as response:
+            data = json.load(response).get("data") or []
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise
+    except OSError:
+        return None  # Jaeger starting or restarting
+    return data[0] if data and data[0].get("spans") else None
 
 
 def rows(settings, sql: str) -> list[list[str]]:

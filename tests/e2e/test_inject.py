@@ -34,7 +34,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from conftest import ROOT, free_ports, poll, rows, stack
+from conftest import ROOT, free_ports, jaeger_trace, poll, rows, stack
 from test_local_stack import HELLO_REQUEST, REST_REQUEST, grpc_frame, traceparent, varint
 
 USER_CONFIGS = ROOT / "tests" / "e2e" / "user_configs"
@@ -198,15 +198,6 @@ def node_flags(case: dict) -> tuple[str, ...]:
     return () if case["has_node"] else ("--service-node", f"{case['name']}-1", "--service-cluster", case["name"])
 
 
-def jaeger_trace(settings, trace_id: str) -> dict | None:
-    url = f"http://127.0.0.1:{settings['WIRELENS_JAEGER_QUERY_PORT']}/api/traces/{trace_id}"
-    try:
-        data = json.loads(urllib.request.urlopen(url, timeout=5).read()).get("data") or []
-    except OSError:
-        return None
-    return data[0] if data else None
-
-
 def wirelens_span(trace: dict | None) -> tuple[dict, str] | None:
     """The span of a trace that carries the wirelens record, and its service name."""
     for span in (trace or {}).get("spans", []):
@@ -285,13 +276,12 @@ def check_rows_and_spans(settings, case: dict, run_id: str, expected: dict) -> N
     tracer_service = "edge-proxy" if case["name"] == "otel-tracing" else "wirelens-envoy"
     for trace_id, (protocol, answer) in expected.items():
         tags, service = poll(f"the span of the {protocol} call {trace_id} in Jaeger",
-                             lambda: wirelens_span(jaeger_trace(settings, trace_id)), lambda found: found is not None)
+                             lambda: wirelens_span(jaeger_trace(f"http://127.0.0.1:{settings['WIRELENS_JAEGER_QUERY_PORT']}", trace_id)), lambda found: found is not None)
         assert service == tracer_service
         assert tags["wirelens.protocol"] == protocol and tags["wirelens.operation"] == "hello.SayHello"
         assert tags["http.request.body.size"] == answer.request_body_bytes
         if case["name"] == "otel-tracing":   # the user's own tags stay on the span
             assert tags["deployment.environment"] == "staging"
-
 
 
 # ---------------------------------------------------------------- live updates through ECDS

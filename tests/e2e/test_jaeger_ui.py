@@ -19,15 +19,13 @@ import re
 import shutil
 import subprocess
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
 
-from conftest import ARTIFACTS, ROOT, poll, rows, stack, stack_on_free_ports
+from conftest import ARTIFACTS, ROOT, jaeger_trace, poll, rows, stack, stack_on_free_ports
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCRIPT = Path(__file__).with_name("jaeger_ui.mjs")
@@ -75,19 +73,6 @@ def search_url(jaeger: str, tags: dict[str, str], limit: int = 100) -> str:
     query = {"service": SERVICE, "tags": json.dumps(tags, separators=(",", ":")), "lookback": "1h",
              "limit": str(limit)}
     return f"{jaeger}/search?{urllib.parse.urlencode(query)}"
-
-
-def api_trace(jaeger: str, trace_id: str):
-    try:
-        with urllib.request.urlopen(f"{jaeger}/api/traces/{trace_id}", timeout=5) as response:
-            data = json.load(response).get("data") or []
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return None
-        raise
-    except (OSError, urllib.error.URLError):
-        return None  # Jaeger restarting
-    return data[0] if data and data[0].get("spans") else None
 
 
 @pytest.fixture(scope="module")
@@ -197,15 +182,15 @@ def test_search_page_finds_the_runs_calls_by_tag(calls):
 def test_a_trace_survives_a_jaeger_restart(calls):
     settings, jaeger = calls["settings"], calls["jaeger"]
     trace_id = calls["trace_ids"]["rest"][0]
-    poll(f"trace {trace_id} in Jaeger before the restart", lambda: api_trace(jaeger, trace_id), lambda t: t is not None)
+    poll(f"trace {trace_id} in Jaeger before the restart", lambda: jaeger_trace(jaeger, trace_id), lambda t: t is not None)
     storage = Path(settings["WIRELENS_JAEGER_STORAGE_DIR"])
     assert storage.is_relative_to(settings["WIRELENS_STATE_DIR"]) and any(storage.rglob("*")), storage
 
     assert stack.stop("jaeger", settings).startswith("stopped pid"), "Jaeger was not running"
-    assert api_trace(jaeger, trace_id) is None, "Jaeger still answers after its stop"
+    assert jaeger_trace(jaeger, trace_id) is None, "Jaeger still answers after its stop"
     assert stack.start_one("jaeger", settings).startswith("pid "), "Jaeger did not start again"
 
-    trace = poll(f"trace {trace_id} in Jaeger after its restart", lambda: api_trace(jaeger, trace_id),
+    trace = poll(f"trace {trace_id} in Jaeger after its restart", lambda: jaeger_trace(jaeger, trace_id),
                  lambda t: t is not None, timeout_s=30)
     (span,) = trace["spans"]
     assert span["operationName"] == "hello.SayHello", span

@@ -12,14 +12,12 @@ import http.client
 import json
 import secrets
 import subprocess
-import urllib.error
-import urllib.request
 import uuid
 
 import grpc
 import pytest
 
-from conftest import ROOT, poll, rows, stack
+from conftest import ROOT, jaeger_trace, poll, rows, stack
 
 N_CALLS = 40
 PROTOCOLS = ("rest", "grpc", "grpc-web")
@@ -225,17 +223,6 @@ def test_grpc_request_answered_by_a_non_grpc_page_counts_no_response_frames(loca
     assert row["response_body_bytes"] == str(len(page)), row
     # Read as gRPC frames, a non-empty page would be malformed: it was recognised and dropped instead.
     assert page and (row["response_messages"], row["response_framing_bytes"], row["malformed"]) == ("0", "0", "false"), row
-
-
-def jaeger_trace(base: str, trace_id: str):
-    try:
-        with urllib.request.urlopen(f"{base}/api/traces/{trace_id}", timeout=5) as response:
-            data = json.load(response).get("data") or []
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return None
-        raise
-    return data[0] if data and data[0].get("spans") else None
 
 
 # -- streams ----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import grpc
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "deploy" / "local"))
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import stack  # noqa: E402
 
 JAR = ROOT / "build" / "jvm" / "target" / "wirelens-jvm.jar"

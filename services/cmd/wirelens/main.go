@@ -294,25 +294,73 @@ func defaultQueriesDir() string {
 	return "queries"
 }
 
+// readFlags are the flags of the commands that read the saved queries from
+// ClickHouse (report, query): the window, the server and the login, the
+// queries directory, the time allowed to each query.
+type readFlags struct {
+	runID, since, until, chURL, user, password, queriesDir *string
+	timeout                                                *time.Duration
+}
+
+func addReadFlags(fs *flag.FlagSet, runHelp string) *readFlags {
+	return &readFlags{
+		runID: fs.String("run", "", runHelp),
+		since: fs.String("since", "1h", "window length ending at --until: `DURATION` like 30s, 15m, 2h, 1d"),
+		until: fs.String("until", "", "window end: `TIME` as RFC 3339, \"2006-01-02 15:04:05\" (UTC) or Unix seconds (default now)"),
+		chURL: fs.String("clickhouse-url", cli.EnvOr("WIRELENS_CLICKHOUSE_URL", defaultClickHouse),
+			"ClickHouse's HTTP interface, as a `URL` (env WIRELENS_CLICKHOUSE_URL)"),
+		user: fs.String("user", cli.EnvOr("CLICKHOUSE_USER", ""),
+			"ClickHouse `USER` to read as (env CLICKHOUSE_USER; the local stack's read-only reporter is in "+
+				".run/local/credentials.env); default: the URL's user info, else ClickHouse's default user"),
+		password: fs.String("password", os.Getenv("CLICKHOUSE_PASSWORD"),
+			"the user's `PASSWORD` (env CLICKHOUSE_PASSWORD, better than the flag, which other users see in ps)"),
+		queriesDir: fs.String("queries", defaultQueriesDir(),
+			"the `DIR` of the saved queries, *.sql (env WIRELENS_QUERIES_DIR; else ../queries next to the binary)"),
+		timeout: fs.Duration("timeout", 60*time.Second, "time allowed to each query, a `DURATION`"),
+	}
+}
+
+// options checks the flags (after fs parsed them) and connects: the options'
+// window, ClickHouse and queries directory; the error is a usage error.
+func (f *readFlags) options(fs *flag.FlagSet) (report.Options, error) {
+	var opt report.Options
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["run"] && set["since"] {
+		return opt, errors.New("--run and --since exclude each other: a run has its own window")
+	}
+	if set["run"] && *f.runID == "" {
+		return opt, errors.New("--run needs a run id")
+	}
+	if *f.timeout <= 0 {
+		return opt, errors.New("--timeout must be positive")
+	}
+	endpoint, err := chclient.WithLogin(*f.chURL, *f.user, *f.password)
+	if err != nil {
+		return opt, fmt.Errorf("--clickhouse-url: %v", err)
+	}
+	if opt.ClickHouse, err = report.NewClickHouse(endpoint, *f.timeout); err != nil {
+		return opt, fmt.Errorf("--clickhouse-url: %v", err)
+	}
+	opt.RunID, opt.QueriesDir = *f.runID, *f.queriesDir
+	if opt.Since, err = report.ParseSince(*f.since); err != nil {
+		return opt, fmt.Errorf("--since %v", err)
+	}
+	if *f.until != "" {
+		if opt.Until, err = report.ParseTime(*f.until); err != nil {
+			return opt, fmt.Errorf("--until %v", err)
+		}
+	}
+	return opt, nil
+}
+
 func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
-	runID := fs.String("run", "", "report on one load run (its `ID`, as loadgen -run-id); the window is the run's")
-	since := fs.String("since", "1h", "window length ending at --until: `DURATION` like 30s, 15m, 2h, 1d")
-	until := fs.String("until", "", "window end: `TIME` as RFC 3339, \"2006-01-02 15:04:05\" (UTC) or Unix seconds (default now)")
+	rf := addReadFlags(fs, "report on one load run (its `ID`, as loadgen -run-id); the window is the run's")
 	htmlFile := fs.String("html", "", "also write the report as one self-contained HTML `FILE` with charts")
 	format := fs.String("format", "table", "terminal output, `table|tsv`: aligned columns, or tab-separated values for scripts")
-	chURL := fs.String("clickhouse-url", cli.EnvOr("WIRELENS_CLICKHOUSE_URL", defaultClickHouse),
-		"ClickHouse's HTTP interface, as a `URL` (env WIRELENS_CLICKHOUSE_URL)")
 	jaegerURL := fs.String("jaeger-url", cli.EnvOr("WIRELENS_JAEGER_URL", defaultJaeger),
 		"Jaeger's `URL`, for the links to the traces (env WIRELENS_JAEGER_URL)")
-	user := fs.String("user", cli.EnvOr("CLICKHOUSE_USER", ""),
-		"ClickHouse `USER` to read as (env CLICKHOUSE_USER; the local stack's read-only reporter is in "+
-			".run/local/credentials.env); default: the URL's user info, else ClickHouse's default user")
-	password := fs.String("password", os.Getenv("CLICKHOUSE_PASSWORD"),
-		"the user's `PASSWORD` (env CLICKHOUSE_PASSWORD, better than the flag, which other users see in ps)")
-	queriesDir := fs.String("queries", defaultQueriesDir(),
-		"the `DIR` of the saved queries, *.sql (env WIRELENS_QUERIES_DIR; else ../queries next to the binary)")
-	timeout := fs.Duration("timeout", 60*time.Second, "time allowed to each query, a `DURATION`")
 	resamples := fs.Int("resamples", 200, "`N` bootstrap resamples for compare_protocols.sql")
 	source := fs.String("source", report.SourceAuto, "what the saved queries read, `auto|raw|rollup`: every call "+
 		"(raw, exact), the per-minute rollups (queries/rollup/, for long windows), or auto: the rollups above "+
@@ -324,47 +372,17 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if len(positional) > 0 {
 		return badUsage(stderr, fs, reportUsage, "unexpected arguments: %s", strings.Join(positional, " "))
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["run"] && set["since"] {
-		return badUsage(stderr, fs, reportUsage, "--run and --since exclude each other: a run has its own window")
-	}
-	if set["run"] && *runID == "" {
-		return badUsage(stderr, fs, reportUsage, "--run needs a run id")
-	}
 	if *format != "table" && *format != "tsv" {
 		return badUsage(stderr, fs, reportUsage, "--format %q: expected table or tsv", *format)
-	}
-	if *timeout <= 0 {
-		return badUsage(stderr, fs, reportUsage, "--timeout must be positive")
 	}
 	if *source != report.SourceAuto && *source != report.SourceRaw && *source != report.SourceRollup {
 		return badUsage(stderr, fs, reportUsage, "--source %q: expected auto, raw or rollup", *source)
 	}
-	endpoint, err := chclient.WithLogin(*chURL, *user, *password)
+	opt, err := rf.options(fs)
 	if err != nil {
-		return badUsage(stderr, fs, reportUsage, "--clickhouse-url: %v", err)
+		return badUsage(stderr, fs, reportUsage, "%v", err)
 	}
-	ch, err := report.NewClickHouse(endpoint, *timeout)
-	if err != nil {
-		return badUsage(stderr, fs, reportUsage, "--clickhouse-url: %v", err)
-	}
-	opt := report.Options{
-		ClickHouse: ch,
-		JaegerURL:  *jaegerURL,
-		QueriesDir: *queriesDir,
-		RunID:      *runID,
-		Resamples:  *resamples,
-		Source:     *source,
-	}
-	if opt.Since, err = report.ParseSince(*since); err != nil {
-		return badUsage(stderr, fs, reportUsage, "--since %v", err)
-	}
-	if *until != "" {
-		if opt.Until, err = report.ParseTime(*until); err != nil {
-			return badUsage(stderr, fs, reportUsage, "--until %v", err)
-		}
-	}
+	opt.JaegerURL, opt.Resamples, opt.Source = *jaegerURL, *resamples, *source
 
 	rep, err := report.Build(ctx, opt)
 	if err != nil {
@@ -407,21 +425,10 @@ func (p params) Set(v string) error {
 
 func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("query", flag.ContinueOnError)
-	runID := fs.String("run", "", "only the calls of one load run (its `ID`); the window is the run's")
-	since := fs.String("since", "1h", "window length ending at --until: `DURATION` like 30s, 15m, 2h, 1d")
-	until := fs.String("until", "", "window end: `TIME` as RFC 3339, \"2006-01-02 15:04:05\" (UTC) or Unix seconds (default now)")
+	rf := addReadFlags(fs, "only the calls of one load run (its `ID`); the window is the run's")
 	extra := params{}
 	fs.Var(extra, "param", "another query parameter, `NAME=VALUE` (repeatable), e.g. operation=catalog.GetProduct")
 	format := fs.String("format", "PrettyCompactMonoBlock", "ClickHouse output `FORMAT` of the answer")
-	chURL := fs.String("clickhouse-url", cli.EnvOr("WIRELENS_CLICKHOUSE_URL", defaultClickHouse),
-		"ClickHouse's HTTP interface, as a `URL` (env WIRELENS_CLICKHOUSE_URL)")
-	user := fs.String("user", cli.EnvOr("CLICKHOUSE_USER", ""),
-		"ClickHouse `USER` to read as (env CLICKHOUSE_USER); default: the URL's user info, else ClickHouse's default user")
-	password := fs.String("password", os.Getenv("CLICKHOUSE_PASSWORD"),
-		"the user's `PASSWORD` (env CLICKHOUSE_PASSWORD, better than the flag, which other users see in ps)")
-	queriesDir := fs.String("queries", defaultQueriesDir(),
-		"the `DIR` of the saved queries, *.sql (env WIRELENS_QUERIES_DIR; else ../queries next to the binary)")
-	timeout := fs.Duration("timeout", 60*time.Second, "time allowed to the query, a `DURATION`")
 	positional, code, ok := parse(fs, queryUsage, args, stdout, stderr)
 	if !ok {
 		return code
@@ -429,32 +436,11 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if len(positional) != 1 {
 		return badUsage(stderr, fs, queryUsage, "expected one saved query NAME, got %d arguments", len(positional))
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["run"] && set["since"] {
-		return badUsage(stderr, fs, queryUsage, "--run and --since exclude each other: a run has its own window")
-	}
-	if *timeout <= 0 {
-		return badUsage(stderr, fs, queryUsage, "--timeout must be positive")
-	}
-	endpoint, err := chclient.WithLogin(*chURL, *user, *password)
+	opt, err := rf.options(fs)
 	if err != nil {
-		return badUsage(stderr, fs, queryUsage, "--clickhouse-url: %v", err)
+		return badUsage(stderr, fs, queryUsage, "%v", err)
 	}
-	ch, err := report.NewClickHouse(endpoint, *timeout)
-	if err != nil {
-		return badUsage(stderr, fs, queryUsage, "--clickhouse-url: %v", err)
-	}
-	opt := report.Options{ClickHouse: ch, RunID: *runID}
-	if opt.Since, err = report.ParseSince(*since); err != nil {
-		return badUsage(stderr, fs, queryUsage, "--since %v", err)
-	}
-	if *until != "" {
-		if opt.Until, err = report.ParseTime(*until); err != nil {
-			return badUsage(stderr, fs, queryUsage, "--until %v", err)
-		}
-	}
-	q, err := report.FindSavedQuery(*queriesDir, positional[0])
+	q, err := report.FindSavedQuery(opt.QueriesDir, positional[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "wirelens: %v\n", err)
 		return 1
@@ -468,7 +454,7 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return badUsage(stderr, fs, queryUsage, "%v", err)
 	}
-	answer, err := ch.QueryAs(ctx, q.SQL, *format, bound)
+	answer, err := opt.ClickHouse.QueryAs(ctx, q.SQL, *format, bound)
 	if err != nil {
 		fmt.Fprintf(stderr, "wirelens: %v\n", err)
 		return 1

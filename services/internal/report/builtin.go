@@ -1,6 +1,7 @@
 package report
 
 import (
+	"context"
 	"embed"
 	"fmt"
 	"strings"
@@ -29,6 +30,20 @@ func BuiltinNames() []string {
 		names = append(names, strings.TrimSuffix(e.Name(), ".sql"))
 	}
 	return names
+}
+
+// builtinSection runs the built-in query name into a new section titled
+// title. The result is nil when the query failed (its error is in the section).
+func builtinSection(ctx context.Context, ch *ClickHouse, name, title string, params map[string]string) (*Section, *Result) {
+	q := mustBuiltin(name)
+	sec := &Section{Name: q.Name, Title: title, Path: q.Path, Builtin: true}
+	res, err := ch.Query(ctx, q.SQL, pick(params, q.Params))
+	if err != nil {
+		queryFailed(sec, err)
+		return sec, nil
+	}
+	sec.Result = res
+	return sec, res
 }
 
 func mustBuiltin(name string) SavedQuery {

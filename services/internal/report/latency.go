@@ -12,15 +12,11 @@ import (
 // latencySection runs the built-in CDF query; it returns, per operation, the
 // median of each protocol (µs).
 func latencySection(ctx context.Context, ch *ClickHouse, params map[string]string) (*Section, map[string]map[string]float64) {
-	q := mustBuiltin("latency_cdf")
-	sec := &Section{Name: q.Name, Title: "Latency distribution per operation and protocol", Path: q.Path, Builtin: true}
-	medians := map[string]map[string]float64{}
-	res, err := ch.Query(ctx, q.SQL, pick(params, q.Params))
-	if err != nil {
-		queryFailed(sec, err)
+	sec, res := builtinSection(ctx, ch, "latency_cdf", "Latency distribution per operation and protocol", params)
+	if res == nil {
 		return sec, nil
 	}
-	sec.Result = res
+	medians := map[string]map[string]float64{}
 	if len(res.Rows) == 0 {
 		sec.Notes = append(sec.Notes, "No calls in the window: no latency chart.")
 		return sec, medians

@@ -10,14 +10,10 @@ import (
 )
 
 func slowestSection(ctx context.Context, ch *ClickHouse, params map[string]string, jaeger string) (*Section, []SlowCall) {
-	q := mustBuiltin("slowest_calls")
-	sec := &Section{Name: q.Name, Title: "The slowest calls, with their traces", Path: q.Path, Builtin: true}
-	res, err := ch.Query(ctx, q.SQL, pick(params, q.Params))
-	if err != nil {
-		queryFailed(sec, err)
+	sec, res := builtinSection(ctx, ch, "slowest_calls", "The slowest calls, with their traces", params)
+	if res == nil {
 		return sec, nil
 	}
-	sec.Result = res
 	if len(res.Rows) == 0 {
 		sec.Notes = append(sec.Notes, "No calls in the window.")
 		return sec, nil
