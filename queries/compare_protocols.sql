@@ -15,7 +15,9 @@
 -- took 3 s of CPU for 40,000 calls a side, 16 s for 170,000). Beta comes from
 -- two Gamma draws, G1 / (G1 + G2); Gamma(m) is a sum of m exponentials for
 -- m <= 32 and the Wilson-Hilferty transform of a normal above (error far
--- below the bootstrap's own noise). verdict says it in words, only for an interval
+-- below the bootstrap's own noise). Those steps are SQL functions shared with
+-- protocol_vs_stack.sql: wirelens_rank, wirelens_bootstrap, wirelens_ratio_ci
+-- (queries/schema/005_functions.sql). verdict says it in words, only for an interval
 -- that excludes 1 (e.g. 'grpc median is 1.82x faster than rest (95% CI
 -- 1.61-2.03)'), otherwise ''. Quantiles are exact (quantileExact), as in
 -- latency_by_operation. One row; NULLs when a protocol has no calls.
@@ -50,21 +52,6 @@ WITH
         WHERE timestamp >= {since:DateTime64(3)}
           AND timestamp < {until:DateTime64(3)}
     ),
-    -- rank (1-based) of quantileExact(level) among n values
-    (n, level) -> toUInt64(floor(level * n)) + 1                                 AS rank,
-    -- one Gamma(m) variate; `salt` keeps independent draws apart
-    (m, salt) -> if(m <= 32,
-                    -arraySum(arrayMap(i -> log(1 - randCanonical(i + salt)), range(toUInt64(least(m, 32))))),
-                    m * pow(greatest(1 - 1 / (9 * m) + randNormal(0, 1, salt) / (3 * sqrt(m)), 0), 3)) AS gamma,
-    -- the k-th smallest value of one resample (with replacement) of sorted s
-    (s, k, salt) -> s[least(length(s), greatest(1, toUInt64(ceil(
-                        length(s) * gamma(k, salt) / (gamma(k, salt) + gamma(length(s) + 1 - k, salt + 1))))))]
-                                                                                 AS resampled,
-    -- that quantile of {resamples} resamples of s
-    (s, level, salt) -> arrayMap(r -> resampled(s, rank(length(s), level), 8 * r + salt),
-                                 range({resamples:UInt16}))                      AS bootstrap,
-    (x, y) -> arrayReduce('quantilesExactInclusive(0.025, 0.975)',
-                          arrayMap((u, v) -> v / u, x, y))                        AS ratio_ci,
     boot AS
     (
         SELECT
@@ -72,14 +59,16 @@ WITH
             length(b)                                                            AS n_b,
             n_a > 0 AND n_b > 0                                                  AS both,
             lowest_rate,
-            a[rank(n_a, 0.5)]                                                    AS median_a,
-            b[rank(n_b, 0.5)]                                                    AS median_b,
-            a[rank(n_a, 0.99)]                                                   AS p99_a,
-            b[rank(n_b, 0.99)]                                                   AS p99_b,
+            a[wirelens_rank(n_a, 0.5)]                                           AS median_a,
+            b[wirelens_rank(n_b, 0.5)]                                           AS median_b,
+            a[wirelens_rank(n_a, 0.99)]                                          AS p99_a,
+            b[wirelens_rank(n_b, 0.99)]                                          AS p99_b,
             if(both AND {resamples:UInt16} > 0,
-               ratio_ci(bootstrap(a, 0.5, 0), bootstrap(b, 0.5, 2)), [])         AS median_ci,
+               wirelens_ratio_ci(wirelens_bootstrap(a, 0.5, 0, {resamples:UInt16}),
+                                 wirelens_bootstrap(b, 0.5, 2, {resamples:UInt16})), [])  AS median_ci,
             if(both AND {resamples:UInt16} > 0,
-               ratio_ci(bootstrap(a, 0.99, 4), bootstrap(b, 0.99, 6)), [])       AS p99_ci
+               wirelens_ratio_ci(wirelens_bootstrap(a, 0.99, 4, {resamples:UInt16}),
+                                 wirelens_bootstrap(b, 0.99, 6, {resamples:UInt16})), []) AS p99_ci
         FROM samples
     ),
     -- 'B median is 1.82x faster than A (95% CI 1.61-2.03)' when the interval excludes 1

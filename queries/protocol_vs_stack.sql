@@ -6,7 +6,8 @@
 -- median_ratio is gRPC's median duration at the proxy / REST's (below 1: gRPC
 -- is faster), with its 95 % bootstrap interval, computed as in
 -- compare_protocols (each resample's median drawn from its exact order
--- statistic distribution, {resamples} resamples per side). The upstream
+-- statistic distribution, {resamples} resamples per side; the SQL functions of
+-- queries/schema/005_functions.sql). The upstream
 -- columns are the medians of Envoy's x-envoy-upstream-service-time (ms: time
 -- in the service and its framework); proxy_*_ms the medians of Envoy's
 -- duration minus it (ms: time in Envoy), so a ratio can be read as the
@@ -45,22 +46,13 @@ WITH
             stack
         HAVING length(a) > 0 AND length(b) > 0
     ),
-    (n, level) -> toUInt64(floor(level * n)) + 1                                     AS rank,
-    (m, salt) -> if(m <= 32,
-                    -arraySum(arrayMap(i -> log(1 - randCanonical(i + salt)), range(toUInt64(least(m, 32))))),
-                    m * pow(greatest(1 - 1 / (9 * m) + randNormal(0, 1, salt) / (3 * sqrt(m)), 0), 3)) AS gamma,
-    (s, k, salt) -> s[least(length(s), greatest(1, toUInt64(ceil(
-                        length(s) * gamma(k, salt) / (gamma(k, salt) + gamma(length(s) + 1 - k, salt + 1))))))]
-                                                                                     AS resampled,
-    (s, level, salt) -> arrayMap(r -> resampled(s, rank(length(s), level), 8 * r + salt),
-                                 range({resamples:UInt16}))                          AS bootstrap,
-    (x, y) -> arrayReduce('quantilesExactInclusive(0.025, 0.975)',
-                          arrayMap((u, v) -> v / u, x, y))                            AS ratio_ci,
     boot AS
     (
         SELECT
             *,
-            if({resamples:UInt16} > 0, ratio_ci(bootstrap(a, 0.5, 0), bootstrap(b, 0.5, 2)), []) AS ci
+            if({resamples:UInt16} > 0,
+               wirelens_ratio_ci(wirelens_bootstrap(a, 0.5, 0, {resamples:UInt16}),
+                                 wirelens_bootstrap(b, 0.5, 2, {resamples:UInt16})), [])              AS ci
         FROM samples
     )
 SELECT
@@ -68,9 +60,9 @@ SELECT
     stack,
     length(a)                                                                        AS n_rest,
     length(b)                                                                        AS n_grpc,
-    round(a[rank(length(a), 0.5)] / 1000, 3)                                         AS median_rest_ms,
-    round(b[rank(length(b), 0.5)] / 1000, 3)                                         AS median_grpc_ms,
-    round(b[rank(length(b), 0.5)] / a[rank(length(a), 0.5)], 3)                      AS median_ratio,
+    round(a[wirelens_rank(length(a), 0.5)] / 1000, 3)                                AS median_rest_ms,
+    round(b[wirelens_rank(length(b), 0.5)] / 1000, 3)                                AS median_grpc_ms,
+    round(b[wirelens_rank(length(b), 0.5)] / a[wirelens_rank(length(a), 0.5)], 3)    AS median_ratio,
     if(empty(ci), NULL, round(ci[1], 3))                                             AS median_ci_low,
     if(empty(ci), NULL, round(ci[2], 3))                                             AS median_ci_high,
     upstream_rest                                                                    AS upstream_rest_ms,

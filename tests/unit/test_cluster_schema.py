@@ -49,7 +49,7 @@ def test_every_single_node_statement_has_a_cluster_form(replicated, on_cluster):
     for s in stmts:
         assert s.startswith(("CREATE DATABASE IF NOT EXISTS", "CREATE TABLE IF NOT EXISTS",
                              "CREATE MATERIALIZED VIEW IF NOT EXISTS", "CREATE OR REPLACE MATERIALIZED VIEW",
-                             "ALTER TABLE")), s[:80]
+                             "ALTER TABLE", "CREATE OR REPLACE FUNCTION")), s[:80]
         assert ("ON CLUSTER 'prod'" in s.split("\n")[0]) == (on_cluster == "1"), s[:80]
         assert "${" not in s
 

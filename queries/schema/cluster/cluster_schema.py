@@ -126,10 +126,14 @@ def cluster_statements(statements: list[str], cluster: str, replicated: bool = T
             else:
                 # Fires on the node that received the insert; the Distributed target routes each row.
                 out.append(f"{create} {view}{on}\nTO {target}{rest}")
+        elif m := re.match(r"CREATE OR REPLACE FUNCTION (\w+)\s+AS\b", statement):
+            # SQL functions live on each node, like the tables' _local halves.
+            out.append(f"CREATE OR REPLACE FUNCTION {m[1]}{on} AS{statement[m.end():]}")
         else:
             raise ClusterSchemaError(f"no cluster rule for the statement {head!r} "
                                      "(queries/schema/cluster/cluster_schema.py knows CREATE DATABASE, "
-                                     "CREATE TABLE, ALTER TABLE and CREATE [OR REPLACE] MATERIALIZED VIEW ... TO)")
+                                     "CREATE TABLE, ALTER TABLE, CREATE [OR REPLACE] MATERIALIZED VIEW ... TO "
+                                     "and CREATE OR REPLACE FUNCTION)")
     return out
 
 
@@ -192,6 +196,7 @@ ROLES = {
     "wirelens_ddl": [
         "CREATE DATABASE, CREATE TABLE, CREATE VIEW, DROP VIEW, ALTER TABLE, ALTER VIEW ON wirelens.*",
         "CREATE DATABASE, CREATE TABLE ON otel.*",
+        "CREATE FUNCTION, DROP FUNCTION ON *.*",  # queries/schema/005_functions.sql (OR REPLACE drops)
         "SELECT, INSERT ON wirelens.*",
         "SELECT, INSERT ON otel.*",
     ] + [f"TABLE ENGINE ON {engine}" for engine in ENGINES],
