@@ -85,6 +85,7 @@ SELECT
         'wirelens.request_id', toString(reinterpretAsUUID(sipHash128(number, 'r'))),
         'wirelens.run_id', if(segment < 3, concat('run-', toString(segment + 1)), '-'),
         'wirelens.protocol', proto,
+        'wirelens.stack', ['go', 'python'][cityHash64(number, 'st') % 2 + 1],  -- protocol_vs_stack's pairs
         'wirelens.operation', operations[o + 1],
         'wirelens.streaming', shapes[o + 1],
         'wirelens.sample_rate', if(segment < 3, '1', '0.5'),
