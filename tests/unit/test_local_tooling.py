@@ -127,7 +127,7 @@ def test_unreachable_clickhouse_names_the_url():
 
 
 def test_the_collector_expands_every_short_name_of_the_record():
-    """collector/config.yaml maps each short name the filter publishes (filters/core/src/record.rs)
+    """collector/config.yaml maps each short name the filter publishes (filters/core/src/names.rs)
     to its attribute, on logs and spans, and makes exactly the integer keys (filters/README.md)
     int span tags."""
     import re
