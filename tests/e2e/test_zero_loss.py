@@ -15,7 +15,12 @@ back, and then requires exactly N rows for the run in wirelens.requests
     logship killed (SIGKILL) and restarted     it resumes from its checkpoint; a
                                                batch acknowledged but not yet
                                                checkpointed is sent twice and the
-                                               ReplacingMergeTree keeps one.
+                                               ReplacingMergeTree keeps one. A kill
+                                               rarely lands in that window, so the
+                                               test then also rewinds the checkpoint
+                                               to the run's first line: raw otel_logs
+                                               rows must exceed the calls and
+                                               requests FINAL must equal them.
     the access-log file rotated many times     logship drains each renamed file
                                                before it moves to Envoy's new one.
 
@@ -155,6 +160,40 @@ def expect_exactly(settings, run_id: str, expected: dict[str, int]) -> None:
     assert total == distinct == str(sum(expected.values())), (total, distinct)
 
 
+def raw_log_rows(settings, run_id: str) -> tuple[int, int]:
+    """The run's rows in otel.otel_logs, where every delivery lands, and its distinct request ids."""
+    (raw, distinct), = rows(settings, "SELECT count(), uniqExact(LogAttributes['wirelens.request_id']) "
+                                      f"FROM otel.otel_logs WHERE LogAttributes['wirelens.run_id'] = '{run_id}'")
+    return int(raw), int(distinct)
+
+
+def replay_run_from_checkpoint(settings, run_id: str) -> int:
+    """Once logship has delivered everything: SIGKILL it, move its checkpoint back to the run's first
+    line in the checkpointed file, start it again. Returns how many of the run's lines it will re-send."""
+    wait_for("logship to ship and checkpoint everything",
+             lambda: stack.logship_progress(settings)["pending_bytes"] == 0, timeout_s=DRAIN_DEADLINE_S)
+    stack.kill("logship", settings)
+    checkpoint_path = stack.state_dir(settings) / "logship" / "checkpoint.json"
+    try:
+        checkpoint = json.loads(checkpoint_path.read_text())
+        with open(checkpoint["path"], "rb") as shipped:
+            delivered = shipped.read(checkpoint["offset"])
+        first_line_offset, replayed, offset = None, 0, 0
+        for line in delivered.splitlines(keepends=True):
+            if json.loads(line)["attributes"]["wirelens.run_id"] == run_id:
+                replayed += 1
+                if first_line_offset is None:
+                    first_line_offset = offset
+            offset += len(line)
+        assert first_line_offset is not None, (
+            f"no line of run {run_id} before the checkpoint in {checkpoint['path']} (offset {checkpoint['offset']}): "
+            "nothing to replay")
+        checkpoint_path.write_text(json.dumps({**checkpoint, "offset": first_line_offset}) + "\n")
+    finally:
+        stack.start_one("logship", settings)
+    return replayed
+
+
 def wait_for(what: str, probe, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not probe():
@@ -249,10 +288,27 @@ def test_logship_killed_and_restarted_mid_run_resends_and_dedups(local_stack):
     traffic.join()
     assert 0 < killed_at < restarted_at < n, (killed_at, restarted_at)
     expect_exactly(settings, run_id, traffic.ok)
-    # At-least-once below, exactly-once in wirelens.requests: duplicates, if any, are whole records.
-    (raw, distinct), = rows(settings, "SELECT count(), uniqExact(LogAttributes['wirelens.request_id']) "
-                                      f"FROM otel.otel_logs WHERE LogAttributes['wirelens.run_id'] = '{run_id}'")
-    assert int(distinct) == n and int(raw) >= n, (raw, distinct)
+    raw_after_outage, distinct = raw_log_rows(settings, run_id)
+    assert distinct == n and raw_after_outage >= n, (raw_after_outage, distinct)
+
+    # Whether the kill above caused re-sends is luck (it must land between an acknowledgement and the
+    # checkpoint after it), so force them: replay every line of the run logship has already delivered.
+    replayed = replay_run_from_checkpoint(settings, run_id)
+    expected_raw = raw_after_outage + replayed
+    deadline = time.monotonic() + DRAIN_DEADLINE_S
+    raw = raw_after_outage
+    while raw < expected_raw and time.monotonic() < deadline:
+        time.sleep(0.5)  # polling interval under a deadline
+        raw, distinct = raw_log_rows(settings, run_id)
+    assert raw == expected_raw, (
+        f"after rewinding logship's checkpoint, {raw - raw_after_outage} of the {replayed} replayed lines of run "
+        f"{run_id} reached otel.otel_logs (raw rows {raw}, expected {expected_raw})\n  {pipeline_state(settings, run_id)}")
+    assert distinct == n, f"the replay brought {distinct} distinct request ids, the run made {n} calls"
+    assert raw > n, f"no duplicate ever reached otel.otel_logs: {raw} raw rows for {n} calls"
+    # At-least-once below, exactly-once in wirelens.requests: the re-sent records collapse under FINAL.
+    expect_exactly(settings, run_id, traffic.ok)
+    print(f"run {run_id}: {n} calls, {raw_after_outage - n} re-sent by the kill, {replayed} by the replay, "
+          f"{raw} raw rows, {n} rows in wirelens.requests FINAL")
 
 
 def test_access_log_rotation_under_load_loses_nothing(local_stack):
