@@ -128,11 +128,13 @@ impl Direction {
     }
 
     /// This direction as if it had never been read: its byte count kept,
-    /// its frame statistics dropped, ended.
+    /// its frame statistics dropped, ended. A refused read stays on record:
+    /// a host refusal always marks the record malformed.
     pub(crate) fn unread(&self) -> Self {
         Direction {
             body_bytes: self.body_bytes,
             ended: true,
+            read_failed: self.read_failed,
             ..Direction::new()
         }
     }

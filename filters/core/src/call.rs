@@ -78,7 +78,8 @@ fn header_sum<'a>(
     total
 }
 
-/// The bytes of a header map the host answered; a refused map is empty.
+/// The bytes of a header map the host answered; a refused map is empty
+/// (and the record malformed: [`Call::answered`]).
 fn entries<B: AsRef<[u8]>>(map: &Option<B>) -> &[u8] {
     map.as_ref().map_or(&[], AsRef::as_ref)
 }
@@ -152,7 +153,7 @@ impl Call {
     /// request headers is taken. Only the first call counts.
     pub fn on_request_headers<H: Host>(&mut self, host: &mut H, end_of_stream: bool) {
         let now = host.now_ns();
-        let map = host.header_map(HeaderMap::RequestHeaders);
+        let map = self.answered(host.header_map(HeaderMap::RequestHeaders));
         self.request_headers(iter_serialized(entries(&map)), end_of_stream, now);
     }
 
@@ -183,11 +184,11 @@ impl Call {
     /// then the clock. Publishes when they end the response.
     pub fn on_response_headers<H: Host>(&mut self, host: &mut H, end_of_stream: bool) {
         let complete = if self.response_headers_need_entries(end_of_stream) {
-            let map = host.header_map(HeaderMap::ResponseHeaders);
+            let map = self.answered(host.header_map(HeaderMap::ResponseHeaders));
             self.response_headers(iter_serialized(entries(&map)), end_of_stream, host)
         } else {
-            let size = host
-                .header_map_size(HeaderMap::ResponseHeaders)
+            let size = self
+                .answered(host.header_map_size(HeaderMap::ResponseHeaders))
                 .unwrap_or(0);
             self.response_header_size(size as u64, end_of_stream, host)
         };
@@ -214,11 +215,11 @@ impl Call {
     /// record needs them ([`Call::response_trailers_need_entries`]); then
     /// the clock. Publishes (they end the response).
     pub fn on_response_trailers<H: Host>(&mut self, host: &mut H) {
-        let size = host
-            .header_map_size(HeaderMap::ResponseTrailers)
+        let size = self
+            .answered(host.header_map_size(HeaderMap::ResponseTrailers))
             .unwrap_or(0) as u64;
         let complete = if self.response_trailers_need_entries(size) {
-            let map = host.header_map(HeaderMap::ResponseTrailers);
+            let map = self.answered(host.header_map(HeaderMap::ResponseTrailers));
             self.response_trailers(iter_serialized(entries(&map)), host)
         } else {
             self.response_trailer_size(size, host)
@@ -252,13 +253,21 @@ impl Call {
         }
         self.published = true;
         if self.response_headers_deferred {
-            if let Some(map) = host.header_map(HeaderMap::ResponseHeaders) {
+            if let Some(map) = self.answered(host.header_map(HeaderMap::ResponseHeaders)) {
                 self.deferred_response_headers(iter_serialized(map.as_ref()));
             }
         }
         let mut json = host.record_buffer();
         self.record(now_ns).write_json(&mut json);
         host.publish(json);
+    }
+
+    /// A host's answer to a header map or size read. A refusal marks the
+    /// record malformed: the call carries on with an empty map or a size of
+    /// 0, and those zeros must not pass for measurements.
+    fn answered<T>(&mut self, answer: Option<T>) -> Option<T> {
+        self.malformed |= answer.is_none();
+        answer
     }
 
     // ------------------------------------------------------------ decisions
@@ -640,6 +649,10 @@ impl Call {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame::encode_frame;
+    use crate::headers::serialize;
+    use crate::host::MemoryHost;
+    use crate::names::wire;
 
     #[test]
     fn empty_call_record() {
@@ -648,5 +661,141 @@ mod tests {
             call.record(None).to_json(),
             r#"{"wirelens.request.header.size":0,"wirelens.response.header.size":0,"wirelens.response.trailer.size":0,"http.request.body.size":0,"http.response.body.size":0,"wirelens.malformed":0}"#
         );
+    }
+
+    fn host(content_type: &str, response_content_type: &str) -> MemoryHost {
+        MemoryHost {
+            now: Some(0),
+            request_headers: Some(serialize(&[
+                (":method", "POST"),
+                (":path", "/a.B/C"),
+                ("content-type", content_type),
+            ])),
+            response_headers: Some(serialize(&[
+                (":status", "200"),
+                ("content-type", response_content_type),
+            ])),
+            response_trailers: Some(serialize(&[("grpc-status", "0")])),
+            request_body: Some(encode_frame(0, b"hi")),
+            response_body: Some(encode_frame(0, b"hello")),
+            ..MemoryHost::default()
+        }
+    }
+
+    /// A whole call: request in one chunk, response headers, one body
+    /// chunk, then trailers when `trailers`; the log phase. Returns the
+    /// records the host accepted.
+    fn whole_call(host: &mut MemoryHost, trailers: bool) -> Vec<String> {
+        let mut call = Call::new(Rc::new(OpMap::empty()));
+        call.on_request_headers(host, false);
+        call.on_request_body(host, 7, true);
+        call.on_response_headers(host, false);
+        call.on_response_body(host, 10, !trailers);
+        if trailers {
+            call.on_response_trailers(host);
+        }
+        call.on_log(host);
+        std::mem::take(&mut host.published)
+    }
+
+    fn malformed(records: &[String]) -> bool {
+        assert_eq!(records.len(), 1, "{records:?}");
+        let record = &records[0];
+        assert!(
+            record.ends_with(r#""mf":0}"#) || record.ends_with(r#""mf":1}"#),
+            "{record}"
+        );
+        record.ends_with(r#""mf":1}"#)
+    }
+
+    #[test]
+    fn answered_calls_are_not_malformed() {
+        for (ct, trailers) in [
+            ("application/grpc", true),
+            ("application/grpc", false),
+            ("application/grpc-web", false),
+            ("application/json", false),
+        ] {
+            assert!(!malformed(&whole_call(&mut host(ct, ct), trailers)), "{ct}");
+        }
+    }
+
+    #[test]
+    fn refused_header_maps_and_sizes_mark_the_record_malformed() {
+        // Request header map refused: an empty map (rest, unknown, 0 bytes), flagged.
+        let mut h = host("application/grpc", "application/grpc");
+        h.request_headers = None;
+        let records = whole_call(&mut h, true);
+        assert!(
+            records[0].starts_with(r#"{"pr":"rest","op":"unknown","#),
+            "{records:?}"
+        );
+        assert!(records[0].contains(r#","qh":0,"#), "{records:?}");
+        assert!(malformed(&records));
+
+        // Response header size refused (REST: only sized).
+        let mut h = host("application/json", "application/json");
+        h.refuse.map_sizes = true;
+        assert!(malformed(&whole_call(&mut h, false)));
+        assert_eq!(h.calls.refused_reads, 1);
+
+        // Response header entries refused (gRPC-Web: read for the body mode).
+        let mut h = host("application/grpc-web", "application/grpc-web");
+        h.response_headers = None;
+        assert!(malformed(&whole_call(&mut h, false)));
+
+        // gRPC trailers: their size refused, then their entries refused.
+        let mut h = host("application/grpc", "application/grpc");
+        h.refuse.map_sizes = true;
+        assert!(malformed(&whole_call(&mut h, true)));
+        let mut h = host("application/grpc", "application/grpc");
+        h.response_trailers = Some(serialize(&[
+            ("grpc-status", "13"),
+            ("grpc-message", "went wrong"),
+        ]));
+        h.refuse.map_copies = true;
+        let records = whole_call(&mut h, true);
+        assert!(malformed(&records));
+        assert_eq!(h.calls.refused_reads, 2, "request headers and trailers");
+
+        // Deferred gRPC response headers refused in the log phase.
+        let mut h = host("application/grpc", "text/plain");
+        let mut call = Call::new(Rc::new(OpMap::empty()));
+        call.on_request_headers(&mut h, true);
+        call.on_response_headers(&mut h, false);
+        call.on_response_body(&mut h, 10, true);
+        h.refuse.map_copies = true;
+        call.on_log(&mut h);
+        assert!(malformed(&h.published));
+    }
+
+    #[test]
+    fn a_refused_body_read_stays_malformed_when_the_body_is_dropped() {
+        // The response turns out not to be gRPC (deferred headers say
+        // text/plain), so its frame statistics are dropped; the refusal is not.
+        let mut h = host("application/grpc", "text/plain");
+        h.response_body = None;
+        let records = whole_call(&mut h, false);
+        assert!(records[0].contains(r#""sm":0,"#), "{records:?}");
+        assert!(malformed(&records));
+    }
+
+    #[test]
+    fn a_refused_clock_omits_durations_and_is_not_malformed() {
+        let mut h = host("application/grpc", "application/grpc");
+        h.now = None;
+        let records = whole_call(&mut h, true);
+        assert!(!malformed(&records));
+        for key in [wire::TTFB_US, wire::DURATION_US, wire::REQ_DURATION_US] {
+            assert!(!records[0].contains(&format!("\"{key}\":")), "{records:?}");
+        }
+    }
+
+    #[test]
+    fn a_refused_publication_is_attempted_once() {
+        let mut h = host("application/grpc", "application/grpc");
+        h.refuse.publication = true;
+        assert!(whole_call(&mut h, true).is_empty());
+        assert_eq!(h.calls.publications, 1);
     }
 }

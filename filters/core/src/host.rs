@@ -32,9 +32,11 @@ pub enum Body {
 }
 
 /// The host calls a [`Call`](crate::Call) makes. A refusal is `None`: the
-/// call carries on without the answer (a missing map is an empty one, a
-/// missing size is 0, a refused body read marks the record malformed, a
-/// refused clock omits the durations that need it).
+/// call carries on without the answer. A refused header map, header map
+/// size or body read marks the record malformed (the map then counts as
+/// empty, the size as 0, the body stops being read), so a record never
+/// carries those zeros silently; a refused clock omits the durations that
+/// need it.
 pub trait Host {
     /// Bytes the host hands over: a header map in the proxy-wasm serialized
     /// layout (`headers::iter_serialized`), or a piece of a body.
@@ -76,6 +78,8 @@ pub struct HostCalls {
     /// Body bytes handed out by all reads.
     pub body_bytes: usize,
     pub publications: usize,
+    /// Header map copies, header map sizes and body reads answered `None`.
+    pub refused_reads: usize,
 }
 
 impl HostCalls {
@@ -85,10 +89,21 @@ impl HostCalls {
     }
 }
 
+/// Kinds of host call a [`MemoryHost`] refuses whatever it holds, as a
+/// host in trouble might: reads answer `None`, a publication is dropped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Refusals {
+    pub map_copies: bool,
+    pub map_sizes: bool,
+    pub body_reads: bool,
+    pub publication: bool,
+}
+
 /// A [`Host`] in memory (tests, fuzz targets, harnesses): header maps in
 /// the serialized layout, the current body chunk of each direction, a
-/// clock; it counts every call and keeps the published records. `None`
-/// answers as a refusing host would.
+/// clock; it counts every call and keeps the published records. A `None`
+/// field answers as a refusing host would, as does every call of a kind
+/// `refuse` names.
 #[derive(Clone, Debug, Default)]
 pub struct MemoryHost {
     /// Clock: each read answers it, then advances it by `tick`.
@@ -99,8 +114,9 @@ pub struct MemoryHost {
     pub response_trailers: Option<Vec<u8>>,
     pub request_body: Option<Vec<u8>>,
     pub response_body: Option<Vec<u8>>,
+    pub refuse: Refusals,
     pub calls: HostCalls,
-    /// Every publication, in order.
+    /// Every publication the host accepted, in order.
     pub published: Vec<String>,
 }
 
@@ -111,6 +127,13 @@ impl MemoryHost {
             HeaderMap::ResponseHeaders => self.response_headers.as_ref(),
             HeaderMap::ResponseTrailers => self.response_trailers.as_ref(),
         }
+    }
+
+    fn answer_read<T>(&mut self, answer: Option<T>) -> Option<T> {
+        if answer.is_none() {
+            self.calls.refused_reads += 1;
+        }
+        answer
     }
 }
 
@@ -126,17 +149,18 @@ impl Host for MemoryHost {
 
     fn header_map(&mut self, map: HeaderMap) -> Option<Vec<u8>> {
         self.calls.map_copies += 1;
-        self.map(map).cloned()
+        let answer = self.map(map).filter(|_| !self.refuse.map_copies).cloned();
+        self.answer_read(answer)
     }
 
     fn header_map_size(&mut self, map: HeaderMap) -> Option<usize> {
         self.calls.map_sizes += 1;
-        let map = self.map(map)?;
-        Some(
+        let answer = self.map(map).filter(|_| !self.refuse.map_sizes).map(|map| {
             crate::headers::iter_serialized(map)
                 .map(|(n, v)| n.len() + v.len())
-                .sum(),
-        )
+                .sum()
+        });
+        self.answer_read(answer)
     }
 
     fn body_bytes(&mut self, body: Body, start: usize, max: usize) -> Option<Vec<u8>> {
@@ -144,11 +168,15 @@ impl Host for MemoryHost {
         let data = match body {
             Body::Request => self.request_body.as_ref(),
             Body::Response => self.response_body.as_ref(),
-        }?;
-        let from = start.min(data.len());
-        let to = from.saturating_add(max).min(data.len());
-        self.calls.body_bytes += to - from;
-        Some(data[from..to].to_vec())
+        }
+        .filter(|_| !self.refuse.body_reads);
+        let answer = data.map(|data| {
+            let from = start.min(data.len());
+            let to = from.saturating_add(max).min(data.len());
+            data[from..to].to_vec()
+        });
+        self.calls.body_bytes += answer.as_ref().map_or(0, Vec::len);
+        self.answer_read(answer)
     }
 
     fn record_buffer(&mut self) -> String {
@@ -157,6 +185,8 @@ impl Host for MemoryHost {
 
     fn publish(&mut self, record: String) {
         self.calls.publications += 1;
-        self.published.push(record);
+        if !self.refuse.publication {
+            self.published.push(record);
+        }
     }
 }

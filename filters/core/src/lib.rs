@@ -45,7 +45,7 @@ pub mod sample;
 pub use call::Call;
 pub use classify::{classify, Protocol};
 pub use config::{Config, Fields, Options};
-pub use host::{Body, HeaderMap, Host, HostCalls, MemoryHost, PROPERTY_RECORD};
+pub use host::{Body, HeaderMap, Host, HostCalls, MemoryHost, Refusals, PROPERTY_RECORD};
 pub use names::{KEYS, WIRE_KEYS};
 pub use opmap::{ConfigError, OpMap, Streaming};
 pub use record::Record;
