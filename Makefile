@@ -41,6 +41,9 @@ export PATH        := $(ROOT)/bin:$(HOME)/.cargo/bin:$(PATH)
 PY     := $(ROOT)/.venv/bin/python
 KEYED  := $(ROOT)/tools/keyed
 STACKCTL := $(PY) deploy/local/stack.py
+# The Go module (go.mod at the root): its programs' folders, named so `./...` never wanders into build/ or node_modules.
+GO_PACKAGES := ./internal/... ./services/... ./cli/... ./loadgen/... ./collector/...
+GO_PROGRAMS := ./services/cmd/... ./cli/cmd/... ./loadgen/cmd/... ./collector/cmd/...
 
 .PHONY: help
 help: ## list targets
@@ -87,9 +90,9 @@ jaeger-ui: prereqs ## Jaeger's UI from the vendored source, Node 24 project-loca
 	@KEY_EXTRA=node-$(NODE_UI_VERSION) $(KEYED) jaeger-ui build/jaeger-ui/index.html '$(JAEGER_UI_TARBALL) tools/build-jaeger-ui' -- \
 	  tools/build-jaeger-ui $(JAEGER_UI_TARBALL) $(NODE_UI_VERSION) $(ROOT)/build/jaeger-ui $(JAEGER_UI_SHA256)
 
-services: prereqs ## REST and gRPC services, load generator -> bin/
+services: prereqs ## every Go program (services/cmd, cli/cmd, loadgen/cmd, collector/cmd) -> bin/
 	@echo "==> services: go build (incremental)"
-	@cd services && go build -trimpath -o $(ROOT)/bin/ ./cmd/...
+	@go build -trimpath -o $(ROOT)/bin/ $(GO_PROGRAMS)
 
 python-services: venv ## the Python pair's protobuf/gRPC stubs (grpcio-tools) -> build/python/gen (services/python)
 	@$(KEYED) python-gen build/python/gen/wirelens/v1/math_pb2.py 'proto services/python/gen.sh requirements.txt' -- services/python/gen.sh
@@ -172,20 +175,20 @@ DEMO_CALLS ?= 300
 .PHONY: demo test test-unit test-e2e
 demo: up ## start the stack, send traffic over every protocol, print the comparison, then the quick E1–E5
 	@$(PY) deploy/local/demo.py --calls $(DEMO_CALLS)
-	@$(PY) deploy/local/experiments.py --no-start
+	@$(PY) experiments/experiments.py --no-start
 	@echo "Other stacks (the same operations behind the same Envoy): make experiments STACK=python (FastAPI, grpcio: E1, E2), STACK=jvm (Spring WebFlux / Web MVC, grpc-java: E2, E3, E4) or STACK=all; FULL=1 for the published sizes"
 
 .PHONY: experiments
 experiments: up ## reproduce E1–E5 (quick -> build/experiments/quick.md; FULL=1: published sizes -> docs/experiments.md, ~25 min); STACK=go|python|jvm|all: E1-E4 on the stacks that serve them, protocol versus stack -> build/experiments/stacks-*.md
-	@$(if $(STACK),$(PY) deploy/local/stacks.py --stacks $(STACK) $(if $(FULL),--full),$(PY) deploy/local/experiments.py $(if $(FULL),--full))
+	@$(if $(STACK),$(PY) experiments/stacks.py --stacks $(STACK) $(if $(FULL),--full),$(PY) experiments/experiments.py $(if $(FULL),--full))
 
 test: bootstrap test-unit test-e2e ## every test
 
 test-unit: ## unit tests of each component
 	@echo "==> filter core: cargo test"
 	@cd filters && cargo test --locked --workspace
-	@echo "==> services: go vet, go test"
-	@cd services && go vet ./... && go test ./...
+	@echo "==> Go: go vet, go test"
+	@go vet $(GO_PACKAGES) && go test $(GO_PACKAGES)
 	@echo "==> filter ABI: the built .wasm on a wasmtime proxy-wasm host"
 	@cd filters/abi && CARGO_TARGET_DIR=$(ROOT)/build/cargo-abi cargo test --release --locked
 	@echo "==> filter core: a short fuzz run (make fuzz for a long one)"

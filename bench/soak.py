@@ -47,7 +47,7 @@ from benchlib import CLK_TCK, ROOT  # noqa: E402
 import stack  # noqa: E402
 
 LOADGEN = ROOT / "bin" / "loadgen"
-REPORT_CSS = ROOT / "services" / "internal" / "report" / "report.css"
+REPORT_CSS = ROOT / "cli" / "internal" / "report" / "report.css"
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 MIB = 1 << 20
 

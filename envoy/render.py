@@ -8,7 +8,7 @@ two can never drift apart.
 
 Where the access-log record goes (ACCESS_LOG_SINKS):
   file  one JSON line per call appended to a local file, which `logship`
-        (services/cmd/logship) tails and ships to the Collector, keeping a
+        (collector/cmd/logship) tails and ships to the Collector, keeping a
         checkpoint it advances only once the Collector has accepted a batch.
         Nothing is lost while the Collector is down or restarting: the file is
         the buffer. The local stack uses this sink.

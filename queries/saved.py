@@ -5,7 +5,7 @@
     queries/saved.py compare_protocols --param operation=catalog.GetProduct \
         --param protocol_a=rest --param protocol_b=grpc [--param resamples=200]
 
-The runner is the Go CLI's (services/internal/report: parameters from the
+The runner is the Go CLI's (cli/internal/report: parameters from the
 window and --param, passed as ClickHouse query parameters, never spliced);
 this script keeps the old flags. The user comes from --user or CLICKHOUSE_USER,
 its password from CLICKHOUSE_PASSWORD (the local stack's read-only reporter

@@ -15,7 +15,7 @@ is LONG_PATH bytes. The upstream answers 404. Then, in ClickHouse:
   exactly 128;
 
 and `wirelens report --run` over that run stays readable: every terminal line
-at most REPORT_LINE_MAX characters (services/internal/report/table.go cuts
+at most REPORT_LINE_MAX characters (cli/internal/report/table.go cuts
 cells), and neither it nor the HTML report shows a path pathflood made up;
 the HTML report has a chart panel named "unknown", and compare_protocols
 does not compare protocols over it.
@@ -53,7 +53,7 @@ REPORT_LINE_MAX = 300
 STANDARD_METHODS = {"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "TRACE", "_OTHER"}
 PROTOCOLS = {"rest", "rest-proto", "rest-transcoded", "grpc", "grpc-web", "grpc-web-text"}
 STREAMING = {"", "unary", "client", "server", "bidi"}
-# What pathflood's invented paths look like (services/cmd/pathflood: /r<n>-..., /x.Y/m<n>-...).
+# What pathflood's invented paths look like (loadgen/cmd/pathflood: /r<n>-..., /x.Y/m<n>-...).
 INVENTED_PATH = re.compile(r"/r[0-9a-z]+-|x\.Y/m[0-9a-z]+-")
 INGEST_DEADLINE_S = 300.0
 

@@ -1,6 +1,6 @@
 """Process metrics: CPU time and memory of every stack component, as OTLP metrics in ClickHouse.
 
-procmetrics (services/cmd/procmetrics) samples /proc every second for each
+procmetrics (collector/cmd/procmetrics) samples /proc every second for each
 component's process group and exports process.cpu.time (cumulative seconds,
 state=user|system) into otel.otel_metrics_sum and process.memory.usage (RSS
 bytes) into otel.otel_metrics_gauge, with resource attributes service.name

@@ -50,7 +50,7 @@ TRAFFIC = [
 EXPECTED = {(op, proto): n for op, proto, n, _ in TRAFFIC}
 OPERATIONS = sorted({op for op, _ in EXPECTED})
 
-# Series colors of the charts (services/internal/report/chart.go), as RGB.
+# Series colors of the charts (cli/internal/report/chart.go), as RGB.
 PROTOCOL_RGB = {"grpc": (0x4E, 0x79, 0xA7), "grpc-web": (0x59, 0xA1, 0x4F), "rest": (0xF2, 0x8E, 0x2B)}
 
 
@@ -68,7 +68,7 @@ def urls(settings) -> tuple[str, str]:
 
 def wirelens(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     if not WIRELENS.exists():
-        pytest.fail(f"{WIRELENS} is missing: run `make services` (cd services && go build -trimpath -o ../bin/ ./cmd/...)")
+        pytest.fail(f"{WIRELENS} is missing: run `make services` (go build -trimpath -o bin/ ./cli/cmd/wirelens)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WIRELENS_")}
     return subprocess.run([str(WIRELENS), *args], capture_output=True, text=True, timeout=timeout, env=env)
 

@@ -16,9 +16,9 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/wirelens/wirelens/services/internal/cli"
-	"github.com/wirelens/wirelens/services/internal/domain"
-	"github.com/wirelens/wirelens/services/internal/grpcserver"
+	"github.com/wirelens/wirelens/internal/cli"
+	"github.com/wirelens/wirelens/internal/domain"
+	"github.com/wirelens/wirelens/internal/grpcserver"
 )
 
 func main() {

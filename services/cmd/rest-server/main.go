@@ -14,10 +14,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/wirelens/wirelens/services/internal/cli"
-	"github.com/wirelens/wirelens/services/internal/domain"
-	"github.com/wirelens/wirelens/services/internal/ops"
-	"github.com/wirelens/wirelens/services/internal/restserver"
+	"github.com/wirelens/wirelens/internal/cli"
+	"github.com/wirelens/wirelens/internal/domain"
+	"github.com/wirelens/wirelens/internal/ops"
+	"github.com/wirelens/wirelens/internal/restserver"
 )
 
 func main() {

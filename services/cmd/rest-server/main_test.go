@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/wirelens/wirelens/services/internal/cli/clitest"
+	"github.com/wirelens/wirelens/internal/cli/clitest"
 )
 
 func TestRun(t *testing.T) { clitest.Server(t, run) }

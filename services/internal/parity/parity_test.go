@@ -19,12 +19,12 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
-	"github.com/wirelens/wirelens/services/internal/domain"
-	"github.com/wirelens/wirelens/services/internal/grpcserver"
-	"github.com/wirelens/wirelens/services/internal/ops"
-	"github.com/wirelens/wirelens/services/internal/people"
-	"github.com/wirelens/wirelens/services/internal/restapi"
-	"github.com/wirelens/wirelens/services/internal/restserver"
+	"github.com/wirelens/wirelens/internal/domain"
+	"github.com/wirelens/wirelens/internal/grpcserver"
+	"github.com/wirelens/wirelens/internal/ops"
+	"github.com/wirelens/wirelens/internal/people"
+	"github.com/wirelens/wirelens/internal/restapi"
+	"github.com/wirelens/wirelens/internal/restserver"
 )
 
 // stack is a REST server and a gRPC server on free loopback ports, over one

@@ -1,6 +1,6 @@
 """Domain logic of the Python pair, shared by its REST and gRPC transports.
 
-The same behaviour as the Go pair (services/internal/hello, mathsvc): the
+The same behaviour as the Go pair (internal/hello, mathsvc): the
 same answers, the same errors with the same gRPC codes and messages.
 """
 
@@ -17,7 +17,7 @@ DATA_LIST = [f"Item {i}" for i in range(BIG_ITEMS)]
 
 
 class DomainError(Exception):
-    """An error with a gRPC status code (services/internal/apierr)."""
+    """An error with a gRPC status code (internal/apierr)."""
 
     def __init__(self, code: grpc.StatusCode, message: str):
         super().__init__(message)

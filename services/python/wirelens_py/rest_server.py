@@ -1,7 +1,7 @@
 """REST transport of the Python pair: FastAPI on uvicorn.
 
 Routes, bodies and errors are those of the Go REST server
-(services/internal/restserver): the google.api.http route of each operation,
+(internal/restserver): the google.api.http route of each operation,
 the proto3 JSON mapping in compact form (lowerCamel names, int64 as strings,
 default values left out), `Accept: application/protobuf` answers protobuf, a
 protobuf `Content-Type` body is decoded as protobuf, unknown JSON fields
@@ -29,7 +29,7 @@ CONTENT_TYPE_JSON = "application/json"
 PROTOBUF_TYPES = ("application/protobuf", "application/x-protobuf")
 MAX_BODY_BYTES = 1 << 20
 
-# gRPC code -> HTTP status (services/internal/apierr, the transcoder's mapping).
+# gRPC code -> HTTP status (internal/apierr, the transcoder's mapping).
 HTTP_STATUS = {
     grpc.StatusCode.INVALID_ARGUMENT: 400, grpc.StatusCode.NOT_FOUND: 404,
     grpc.StatusCode.RESOURCE_EXHAUSTED: 429, grpc.StatusCode.CANCELLED: 499,

@@ -2,7 +2,7 @@
 
 Parameters travel as ClickHouse query parameters ({name:Type} in the SQL),
 never spliced into the text. Running a saved query for a person is
-`bin/wirelens query` (services/internal/report); this module is for programs
+`bin/wirelens query` (cli/internal/report); this module is for programs
 that read answers themselves.
 """
 

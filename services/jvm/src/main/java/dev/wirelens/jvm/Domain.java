@@ -8,13 +8,13 @@ import java.util.Locale;
 import wirelens.v1.CatalogOuterClass.Product;
 
 /**
- * The domain of the Go pair (services/internal/hello, people, catalog), ported: the same greeting,
+ * The domain of the Go pair (internal/hello, people, catalog), ported: the same greeting,
  * the same 1000 items, the same 10,000 products drawn from the same PCG stream in the same order.
  */
 final class Domain {
     private Domain() {}
 
-    /** A gRPC-coded failure (services/internal/apierr). */
+    /** A gRPC-coded failure (internal/apierr). */
     static final class ApiError extends RuntimeException {
         final io.grpc.Status.Code code;
 

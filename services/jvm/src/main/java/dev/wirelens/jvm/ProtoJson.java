@@ -9,7 +9,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.List;
 
 /**
- * The proto3 JSON mapping as the Go pair writes it (services/internal/restapi.MarshalJSON):
+ * The proto3 JSON mapping as the Go pair writes it (internal/restapi.MarshalJSON):
  * compact, lowerCamel json names, fields in declaration order, int64 as strings, default values
  * left out, doubles in Go's shortest 'f' notation ("25", not "25.0"), strings with only JSON's
  * mandatory escapes ("&" stays "&"). protobuf-java's JsonFormat differs in the last two (Gson's

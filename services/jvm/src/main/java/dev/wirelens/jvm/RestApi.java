@@ -27,7 +27,7 @@ import wirelens.v1.PeopleOuterClass.Person;
 /**
  * The REST transport of the JVM pair: one annotated controller that Spring runs on WebFlux
  * (Reactor Netty, stack jvm) or on Spring Web MVC (Tomcat, stack jvm-mvc). Routes, bodies and
- * errors are the Go REST server's (services/internal/restserver): the google.api.http route of
+ * errors are the Go REST server's (internal/restserver): the google.api.http route of
  * each operation, compact proto3 JSON (ProtoJson), `Accept: application/protobuf` answers
  * protobuf, a protobuf Content-Type body is decoded as protobuf, errors {"code":N,"message":"..."}
  * with the gRPC code's HTTP status. The handlers do not block, so the same code serves both.
@@ -172,7 +172,7 @@ class RestApi {
         return ResponseEntity.ok().contentType(JSON).body(ProtoJson.print(reply));
     }
 
-    /** services/internal/apierr.HTTPStatus. */
+    /** internal/apierr.HTTPStatus. */
     static int httpStatus(Status.Code c) {
         return switch (c) {
             case OK -> 200;
