@@ -8,12 +8,12 @@ import json
 import os
 import shutil
 import struct
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# The bad-input suite's cases (tests/e2e/bad_inputs.py): the e2e test sends
-# them to Envoy, bad_seeds() below turns the same bytes into seeds.
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "e2e"))
+# The bad-input suite's cases (tests/e2e/bad_inputs.py, by name through
+# wirelens_helpers: run with .venv/bin/python): the e2e test sends them to
+# Envoy, bad_seeds() below turns the same bytes into seeds.
+import wirelens_helpers  # noqa: E402,F401
 import bad_inputs  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 """End to end: the quick size of all five reference experiments against the local stack.
 
-deploy/local/experiments.py drives every step of scenarios/e1..e5.json with
+experiments/experiments.py drives every step of experiments/scenarios/e1..e5.json with
 bin/loadgen through Envoy, each with its own run id, waits for exact row
 counts and writes one markdown report. This test checks that the report has
 every experiment's published and measured tables, every step, and that the
@@ -20,7 +20,7 @@ from conftest import ROOT, stack
 import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import experiments  # noqa: E402
 
-# Steps per experiment in the quick size (scenarios/*.json): the report must list each.
+# Steps per experiment in the quick size (experiments/scenarios/*.json): the report must list each.
 QUICK_STEPS = {"e1": 2, "e2": 4, "e3": 10, "e4": 18, "e5": 5}
 RUN_ROW = re.compile(r"^\| (e\d) \| ([^|]+) \| `([^`]+)` \| ([\d,]+) \| ([\d,]+) \| ([\d,]+) \| ([\d,]+) \| (yes|NO) \|$")
 

@@ -1,13 +1,13 @@
 """`make experiments STACK=...` in its quick size: E1 and E2 on the Go and the Python pair, E2, E3
 and E4 on the JVM pair (E4's REST also on Spring Web MVC), the "protocol versus stack" report from
-the proxy's rows and the CPU steps per stack (deploy/local/stacks.py)."""
+the proxy's rows and the CPU steps per stack (experiments/stacks.py)."""
 
 from __future__ import annotations
 
 import json
 
-import conftest  # noqa: F401  (puts deploy/local on the path)
-import stacks  # noqa: E402  (deploy/local/stacks.py)
+import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
+import stacks  # noqa: E402  (experiments/stacks.py)
 
 EXPERIMENT = {"math.CalculateFactorial": "e1", "hello.SayHello": "e2", "hello.SayHelloBig": "e2",
               "people.Register": "e3", "catalog.GetProduct": "e4", "catalog.ListProducts": "e4"}

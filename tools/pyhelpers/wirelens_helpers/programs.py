@@ -18,11 +18,12 @@ from . import ROOT
 PROGRAMS = {
     # deploy/local: the local stack
     "stack": "deploy/local/stack.py",
-    "stacks": "deploy/local/stacks.py",
-    "experiments": "deploy/local/experiments.py",
     "demo": "deploy/local/demo.py",
     "clickhouse_server": "deploy/local/clickhouse_server.py",
     "clickhouse_users": "deploy/local/clickhouse_users.py",
+    # experiments: the reference experiments E1-E5
+    "experiments": "experiments/experiments.py",
+    "stacks": "experiments/stacks.py",
     # deploy/clickhouse-cluster, deploy/envoy-gateway
     "cluster": "deploy/clickhouse-cluster/cluster.py",
     "manifests": "deploy/envoy-gateway/manifests.py",

@@ -4,7 +4,7 @@
     stacks.py --stacks all              E1 and E2 on every stack that serves them -> build/experiments/stacks-quick.md
     stacks.py --stacks python --full    the published sizes                       -> build/experiments/stacks-full.md
 
-Each experiment's REST and gRPC steps (scenarios/e1.json, e2.json) run once per
+Each experiment's REST and gRPC steps (experiments/scenarios/e1.json, e2.json) run once per
 stack through the same Envoy and filter, `loadgen -stack <stack>` choosing the
 pair of services (x-wirelens-stack; envoy/envoy.yaml.tmpl). The Go pair is
 always measured too: it is the reference column. Then, from ClickHouse:
@@ -39,7 +39,7 @@ import uuid
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
+ROOT = HERE.parent
 import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import experiments as ex  # noqa: E402
 import stack  # noqa: E402
@@ -55,7 +55,7 @@ SERVES = {
 }
 SEED = {"e1": "python", "e2": "jvm", "e3": "jvm", "e4": "jvm", "e5": "go"}
 EXPERIMENTS = ("e1", "e2", "e3", "e4")
-# E4 per stack: the small product and the large list (scenarios/e4.json payload keys).
+# E4 per stack: the small product and the large list (experiments/scenarios/e4.json payload keys).
 E4_PAYLOADS = ("product", "list500")
 # Published gRPC / REST ratios (../shared/EXPERIMENTS.md): E1 medians (5 vs 9 ms),
 # E2 totals of 1000 sequential calls (small 493 vs 728 ms, big 586 vs 749 ms).
