@@ -14,7 +14,9 @@
 -- service's or the proxy's. resp_body_* are the mean response body bytes.
 --
 -- Sampling: quantiles over the recorded calls (queries/README.md, "Sampling");
--- n_rest and n_grpc count recorded calls.
+-- n_rest and n_grpc count recorded calls. Warm-up calls (loadgen sends them
+-- under the run id <run>-warmup) are left out: the JVM's first calls run
+-- before the JIT has compiled the handlers, and the question is steady state.
 --
 -- Parameters:
 --   {since:DateTime64(3)}  window start (inclusive)
@@ -38,6 +40,7 @@ WITH
         FROM wirelens.requests FINAL
         PREWHERE protocol IN ('rest', 'grpc')
              AND ({run_id:String} = '' OR run_id = {run_id:String})  -- before FINAL: exact, faster (README)
+             AND NOT endsWith(run_id, '-warmup')
         WHERE timestamp >= {since:DateTime64(3)}
           AND timestamp < {until:DateTime64(3)}
           AND stack != ''
