@@ -218,9 +218,63 @@ def bad_seeds():
     return seeds
 
 
+# The `call_sequence` target's callbacks and refusals (fuzz/drivers/call_sequence.rs).
+REQ_H, REQ_B, REQ_T, RESP_H, RESP_B, RESP_T, LOG, EOS = 0, 1, 2, 3, 4, 5, 6, 8
+NO_REQUEST_HEADERS, NO_RESPONSE_HEADERS, REFUSE_MAP_COPIES, REFUSE_MAP_SIZES = 1, 2, 8, 16
+REFUSE_BODY_READS, REFUSE_CLOCK, REFUSE_PUBLICATION = 32, 64, 128
+
+
+def sequence_seeds():
+    """Whole calls in Envoy's order and out of it, with and without host refusals."""
+    def request(content_type, body):
+        return [headers([(b":method", b"POST"), (b":path", b"/wirelens.v1.Hello/SayHello"),
+                         (b"content-type", content_type)]), body]
+
+    grpc = request(b"application/grpc", frame(0, b"\x0a\x02hi") + frame(1, b"zz"))
+    web = request(b"application/grpc-web+proto", frame(0, b"\x0a\x02hi"))
+    text = request(b"application/grpc-web-text", base64.b64encode(frame(0, b"\x0a\x02hi")))
+    rest = [headers([(b":method", b"POST"), (b":path", b"/v1/hello"), (b"content-type", b"application/json")]),
+            b'{"name":"hi"}']
+    error_page = [headers([(b":status", b"503"), (b"content-type", b"text/plain")]), b"upstream reset", b""]
+
+    def answer(content_type):
+        h, body, trailers = RESPONSES[content_type]
+        return [headers(h), body, headers(trailers)]
+
+    def seed(flags, refusals, script, sections, chunks=bytes([4, 0, 63])):
+        out = bytes([flags, refusals, 1]) + struct.pack("<I", len(script)) + bytes(script)
+        for section in sections:
+            out += struct.pack("<I", len(section)) + section
+        return out + chunks
+
+    envoy_order = [REQ_H, REQ_B | EOS, RESP_H, RESP_B, RESP_T, LOG]
+    return {
+        "grpc_envoy_order": seed(0, 0, envoy_order, grpc + answer("application/grpc")),
+        "grpc_web_response_before_request_ends":
+            seed(0, 0, [REQ_H, RESP_H, RESP_B | EOS, REQ_B | EOS], web + answer("application/grpc-web+proto")),
+        "no_request_headers": seed(0, 0, [REQ_B | EOS, RESP_H, RESP_B | EOS], grpc + answer("application/grpc")),
+        "log_without_response": seed(0, 0, [REQ_H, REQ_B | EOS, LOG], text + answer("application/grpc-web-text")),
+        "trailers_without_body": seed(0, 0, [REQ_H | EOS, RESP_H, RESP_T], grpc + answer("application/grpc")),
+        "duplicate_end_of_stream":
+            seed(0, 0, [REQ_H, REQ_B | EOS, REQ_B | EOS, REQ_T, RESP_H, RESP_B | EOS, RESP_B | EOS, RESP_T, LOG, LOG],
+                 text + answer("application/grpc-web-text")),
+        "grpc_error_page_in_log": seed(0, 0, [REQ_H, REQ_B | EOS, RESP_H, RESP_B | EOS], grpc + error_page),
+        "refused_request_headers": seed(0, NO_REQUEST_HEADERS, envoy_order, grpc + answer("application/grpc")),
+        "refused_response_headers":
+            seed(0, NO_RESPONSE_HEADERS, [REQ_H, REQ_B | EOS, RESP_H, RESP_B | EOS], web + answer("application/grpc-web+proto")),
+        "refused_map_copies_error_page": seed(0, REFUSE_MAP_COPIES, [REQ_H, REQ_B | EOS, RESP_H, RESP_B | EOS, LOG],
+                                              grpc + error_page),
+        "refused_map_sizes_rest": seed(1, REFUSE_MAP_SIZES, envoy_order, rest + answer("rest")),
+        "refused_body_reads": seed(0, REFUSE_BODY_READS, envoy_order, text + answer("application/grpc-web-text")),
+        "refused_clock_and_publication":
+            seed(0, REFUSE_CLOCK | REFUSE_PUBLICATION, envoy_order, grpc + answer("application/grpc")),
+    }
+
+
 def main():
     for target, extra in bad_seeds().items():
         SEEDS.setdefault(target, {}).update(extra)
+    SEEDS["call_sequence"] = sequence_seeds()
     for target, seeds in SEEDS.items():
         d = os.path.join(HERE, "corpus", target)
         shutil.rmtree(d, ignore_errors=True)

@@ -1,29 +1,43 @@
-//! Replays the `call` fuzz target's committed corpus natively, so
-//! `cargo test` checks every seed (among them the bad-input suite's
-//! requests, `filters/fuzz/corpus/call/bad_*`) without cargo-fuzz.
+//! Replays the committed corpora of the whole-call fuzz targets (`call`,
+//! `call_sequence`) natively, so `cargo test` checks every seed (among
+//! them the bad-input suite's requests, `filters/fuzz/corpus/call/bad_*`)
+//! without cargo-fuzz.
 
 #[path = "../../fuzz/drivers/call.rs"]
 mod call;
+#[path = "../../fuzz/drivers/call_sequence.rs"]
+mod call_sequence;
 
 use std::path::Path;
 
 #[test]
 fn call_corpus_replays() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/call");
+    replay("call", 30, call::check);
+}
+
+#[test]
+fn call_sequence_corpus_replays() {
+    replay("call_sequence", 8, call_sequence::check);
+}
+
+fn replay(target: &str, at_least: usize, check: fn(&[u8])) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fuzz/corpus")
+        .join(target);
     let mut seeds: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|entry| entry.expect("corpus entry").path())
         .collect();
     seeds.sort();
     assert!(
-        seeds.len() >= 30,
+        seeds.len() >= at_least,
         "only {} seeds in {}",
         seeds.len(),
         dir.display()
     );
     for seed in seeds {
         let data = std::fs::read(&seed).unwrap();
-        let outcome = std::panic::catch_unwind(|| call::check(&data));
+        let outcome = std::panic::catch_unwind(|| check(&data));
         assert!(
             outcome.is_ok(),
             "seed {} broke an invariant",

@@ -29,19 +29,13 @@
 //! record is the same when each body arrives as one chunk read with the
 //! default window.
 
-use std::rc::Rc;
+#[path = "common.rs"]
+mod common;
+
+use common::{number, operation_map, pieces, section};
 use wirelens_core::body::DEFAULT_READ_WINDOW;
 use wirelens_core::names::wire;
-use wirelens_core::{Call, MemoryHost, OpMap, Options};
-
-/// The operations the bad-input suite calls, as the local stack maps them.
-const OPERATIONS: &[u8] = br#"{"operations": [
-  {"grpc_path": "/wirelens.v1.Hello/SayHello", "operation": "hello.SayHello", "streaming": "unary",
-   "http_rules": [{"method": "POST", "pattern": "/v1/hello"}]},
-  {"grpc_path": "/wirelens.v1.Echo/ServerStream", "operation": "echo.ServerStream", "streaming": "server"},
-  {"grpc_path": "/wirelens.v1.Catalog/GetProduct", "operation": "catalog.GetProduct", "streaming": "unary",
-   "http_rules": [{"method": "GET", "pattern": "/v1/products/{id}"}]}
-]}"#;
+use wirelens_core::{Call, MemoryHost, Options};
 
 pub const REQUEST_ENDS: u8 = 1;
 pub const REQUEST_TRAILERS: u8 = 2;
@@ -60,18 +54,6 @@ pub struct Input<'a> {
     pub response_body: &'a [u8],
     pub response_trailers: &'a [u8],
     pub chunks: &'a [u8],
-}
-
-fn section<'a>(data: &mut &'a [u8]) -> &'a [u8] {
-    let Some((len, rest)) = data.split_first_chunk::<4>() else {
-        let taken = *data;
-        *data = &[];
-        return &taken[..0];
-    };
-    let len = (u32::from_le_bytes(*len) as usize).min(rest.len());
-    let (taken, rest) = rest.split_at(len);
-    *data = rest;
-    taken
 }
 
 impl<'a> Input<'a> {
@@ -94,24 +76,6 @@ impl<'a> Input<'a> {
     }
 }
 
-/// The pieces a body arrives in: control bytes cycled, or the whole body.
-fn pieces<'b>(body: &'b [u8], chunks: &[u8]) -> Vec<&'b [u8]> {
-    if chunks.is_empty() || body.is_empty() {
-        return vec![body];
-    }
-    let mut out = Vec::new();
-    let mut rest = body;
-    for &c in chunks.iter().cycle() {
-        if rest.is_empty() {
-            break;
-        }
-        let (now, later) = rest.split_at((c as usize + 1).min(rest.len()));
-        out.push(now);
-        rest = later;
-    }
-    out
-}
-
 // A fixed clock per phase: both runs of a check read the same times.
 const T_REQUEST: u64 = 1_000_000;
 const T_RESPONSE_HEADERS: u64 = 2_000_000;
@@ -120,7 +84,7 @@ const T_LOG: u64 = 4_000_000;
 
 /// Runs the call; returns its published records (one expected).
 pub fn run(input: &Input, window: usize, chunks: &[u8]) -> Vec<String> {
-    let map = Rc::new(OpMap::from_json(OPERATIONS).expect("the driver's operation map"));
+    let map = operation_map();
     let options = Options::default().with_rest_transcoded(input.flags & REST_TRANSCODED != 0);
     let mut call = Call::new(map)
         .with_read_window(window)
@@ -179,15 +143,6 @@ pub fn run(input: &Input, window: usize, chunks: &[u8]) -> Vec<String> {
     host.now = Some(T_LOG);
     call.on_log(&mut host);
     host.published
-}
-
-fn number(record: &str, key: &str) -> Option<u64> {
-    let at = record.find(&format!("\"{key}\":"))? + key.len() + 3;
-    let digits: String = record[at..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().ok()
 }
 
 /// Runs the input chunked as it says and whole; panics on a broken invariant.
