@@ -41,10 +41,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import experiments as ex  # noqa: E402
+import scenario_runs as runs  # noqa: E402  (the experiments' steps, one loadgen run each)
 import stack  # noqa: E402
 
 from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
+from wirelens_helpers.settings import clickhouse_url  # noqa: E402
 
 # What each stack serves, per experiment (the seed's stack first in SEED).
 SERVES = {
@@ -108,7 +109,7 @@ def steps_for(stacks: list[str], size: str) -> list[dict]:
         for st in step_stacks(stacks):
             if exp not in SERVES[st]:
                 continue
-            for step in ex.expand_steps(ex.load_scenario(exp), size):
+            for step in runs.expand_steps(runs.load_scenario(exp), size):
                 if wanted_step(exp, st, step):
                     out.append({**step, "exp": exp, "stack": st})
     return out
@@ -133,7 +134,7 @@ def step_latency(settings: dict[str, str], run_id: str) -> dict:
     sql = """SELECT count() AS n, quantileExact(0.5)(duration_us) / 1000 AS p50_ms,
                     quantileExact(0.9)(duration_us) / 1000 AS p90_ms
              FROM wirelens.requests FINAL WHERE run_id = {run:String}"""
-    got = ex.ch_rows(settings, sql, {"run": run_id})
+    got = runs.ch_rows(settings, sql, {"run": run_id})
     return got[0] if got else {}
 
 
@@ -155,7 +156,7 @@ def cpu_per_call(settings: dict[str, str], run_id: str, services: tuple[str, ...
             GROUP BY ServiceName, series
             HAVING max(TimeUnix) > min(TimeUnix))
         GROUP BY ServiceName"""
-    rows = ex.ch_rows(settings, sql, {"run": run_id, "services": ex.ch_array([*services, "envoy"])})
+    rows = runs.ch_rows(settings, sql, {"run": run_id, "services": runs.ch_array([*services, "envoy"])})
     got = {r["service"]: float(r["cpu_ms_per_call"]) for r in rows}
     return {"service": sum(got[s] for s in services if s in got) if any(s in got for s in services) else None,
             "envoy": got.get("envoy")}
@@ -258,16 +259,16 @@ def run(settings: dict[str, str], stacks: list[str], size: str, out: Path, log=p
     wanted = ",".join(sorted(set(stacks) | {"go"}))
     if any(name not in settings["WIRELENS_STACKS"].split(",") for name in stacks):
         raise SystemExit(f"the stack settings run {settings['WIRELENS_STACKS']}: set WIRELENS_STACKS={wanted}")
-    ex.ensure_stack(settings, log)
+    runs.ensure_stack(settings, log)
     session = f"stacks-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1)
     steps, expected, failed = [], {}, 0
     for step in steps_for(stacks, size) + cpu_steps(stacks, size):
         run_id = f"{session}-{step['exp']}-{step['stack']}-{step['name']}"
-        argv = ex.loadgen_argv(settings, step, run_id, step["exp"], ex.step_timeout(step["params"]))
+        argv = runs.loadgen_argv(settings, step, run_id, step["exp"], runs.step_timeout(step["params"]))
         argv += ["-stack", step["stack"]]
-        log(f"  {step['exp']} {step['stack']:<7} {step['name']:<18} {ex.describe_step(step)}")
-        code, summary, _ = ex.run_step(argv, ex.step_timeout(step["params"]) + 60)
+        log(f"  {step['exp']} {step['stack']:<7} {step['name']:<18} {runs.describe_step(step)}")
+        code, summary, _ = runs.run_step(argv, runs.step_timeout(step["params"]) + 60)
         if code != 0 or not summary:
             log(f"    loadgen exit {code}")
             failed += 1
@@ -278,7 +279,7 @@ def run(settings: dict[str, str], stacks: list[str], size: str, out: Path, log=p
                       "calls": calls, "client": summary, "payload": step["key"].get("payload"),
                       "users": step["params"].get("users")})
     ended = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=1)
-    seen = ex.wait_for_rows(settings, expected)
+    seen = runs.wait_for_rows(settings, expected)
     if seen != expected:
         log(f"  rows per run differ from the calls: {seen} != {expected}")
         failed += 1
@@ -287,7 +288,7 @@ def run(settings: dict[str, str], stacks: list[str], size: str, out: Path, log=p
         s["cpu"] = cpu_per_call(settings, s["run_id"], SERVICES[s["stack"]])
         if s["exp"] == "e4":
             s["latency"] = step_latency(settings, s["run_id"])
-    text = clickhouse.run(ex.clickhouse_url(settings), clickhouse.saved_query("protocol_vs_stack"),
+    text = clickhouse.run(clickhouse_url(settings), clickhouse.saved_query("protocol_vs_stack"),
                           {"since": f"{started:%Y-%m-%d %H:%M:%S.%f}"[:23],
                            "until": f"{ended:%Y-%m-%d %H:%M:%S.%f}"[:23],
                            "run_id": "", "resamples": "400"}, "JSONEachRow")

@@ -16,20 +16,20 @@ import pytest
 from conftest import ROOT
 
 import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import experiments  # noqa: E402
+import crosscheck  # noqa: E402  (experiments/crosscheck.py)
 
 CALLS, RATE = 300, 150
 
 
 def test_ghz_and_h2load_counts_are_exact(local_stack, tmp_path):
     missing = []
-    if not experiments.GHZ.exists():
-        missing.append(f"ghz ({experiments.GHZ}: run `make ghz`)")
-    if not experiments.which("h2load"):
+    if not crosscheck.GHZ.exists():
+        missing.append(f"ghz ({crosscheck.GHZ}: run `make ghz`)")
+    if not crosscheck.which("h2load"):
         missing.append("h2load (apt-get install nghttp2-client)")
     if missing:
         pytest.skip("cross-check tools missing: " + ", ".join(missing))
-    rows, notes = experiments.crosscheck(local_stack, CALLS, RATE, log=lambda _line: None, workdir=tmp_path)
+    rows, notes = crosscheck.run(local_stack, CALLS, RATE, log=lambda _line: None, workdir=tmp_path)
     assert not notes, notes
     tools = {(r["tool"].split()[0], r["protocol"]): r for r in rows}
     assert set(tools) == {("loadgen", "grpc"), ("ghz", "grpc"), ("loadgen", "rest"), ("h2load", "rest")}, tools
@@ -41,5 +41,5 @@ def test_ghz_and_h2load_counts_are_exact(local_stack, tmp_path):
     for tool, protocol in (("ghz", "grpc"), ("h2load", "rest")):
         other, ours = tools[(tool, protocol)]["p50_ms"], tools[("loadgen", protocol)]["p50_ms"]
         assert ours / 10 < other < ours * 10, (tool, other, ours)
-    text = experiments.render_crosscheck(rows, notes, CALLS, RATE)
+    text = crosscheck.render(rows, notes, CALLS, RATE)
     assert text.count("| yes |") == 4 and "| NO |" not in text

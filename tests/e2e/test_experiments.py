@@ -19,6 +19,7 @@ from conftest import ROOT, stack
 
 import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import experiments  # noqa: E402
+import scenario_runs  # noqa: E402
 
 # Steps per experiment in the quick size (experiments/scenarios/*.json): the report must list each.
 QUICK_STEPS = {"e1": 2, "e2": 4, "e3": 10, "e4": 18, "e5": 5}
@@ -32,12 +33,12 @@ def count_rows(settings, run_id: str) -> int:
 
 def test_scenarios_expand_to_the_published_shapes():
     for size in ("quick", "full"):
-        for exp in experiments.EXPERIMENTS:
-            sc = experiments.load_scenario(exp)
-            steps = experiments.expand_steps(sc, size)
+        for exp in scenario_runs.EXPERIMENTS:
+            sc = scenario_runs.load_scenario(exp)
+            steps = scenario_runs.expand_steps(sc, size)
             assert len({s["name"] for s in steps}) == len(steps), f"{exp} {size}: step names collide"
             assert sc["published"]["tables"] and sc["differences"], exp
-    full = {exp: experiments.expand_steps(experiments.load_scenario(exp), "full") for exp in experiments.EXPERIMENTS}
+    full = {exp: scenario_runs.expand_steps(scenario_runs.load_scenario(exp), "full") for exp in scenario_runs.EXPERIMENTS}
     assert {s["params"]["duration"] for s in full["e1"]} == {"3m"} and {s["params"]["users"] for s in full["e1"]} == {100}
     assert sorted(s["params"]["n"] for s in full["e3"] if s["key"]["variant"] == "rest") == [10, 100, 1000, 10000, 100000]
     assert sorted({s["params"]["users"] for s in full["e4"]}) == [1, 10, 20, 30] and len(full["e4"]) == 24

@@ -148,11 +148,11 @@ def test_the_collector_expands_every_short_name_of_the_record():
 
 
 def test_experiment_load_wording_tells_other_work_from_the_runs_own_load():
-    import experiments
+    import experiment_report
 
-    busy_machine = experiments.load_line(60, 5.9, 6.0, 2, session_start_load=5.5)
+    busy_machine = experiment_report.load_line(60, 5.9, 6.0, 2, session_start_load=5.5)
     assert "Other work kept the machine overloaded (load 5.5" in busy_machine
-    own_load = experiments.load_line(60, 0.2, 5.9, 2, session_start_load=0.2)
+    own_load = experiment_report.load_line(60, 0.2, 5.9, 2, session_start_load=0.2)
     assert "quiet when the session started" in own_load and "overloaded" not in own_load
-    quiet = experiments.load_line(60, 0.2, 1.1, 2, session_start_load=0.2)
+    quiet = experiment_report.load_line(60, 0.2, 1.1, 2, session_start_load=0.2)
     assert quiet == "Ran in 60 s; load average 0.20 before, 1.10 after, on 2 cores."

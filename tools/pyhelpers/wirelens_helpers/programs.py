@@ -24,6 +24,11 @@ PROGRAMS = {
     # experiments: the reference experiments E1-E5
     "experiments": "experiments/experiments.py",
     "stacks": "experiments/stacks.py",
+    "scenario_runs": "experiments/scenario_runs.py",
+    "experiment_sections": "experiments/experiment_sections.py",
+    "experiment_tables": "experiments/experiment_tables.py",
+    "experiment_report": "experiments/experiment_report.py",
+    "crosscheck": "experiments/crosscheck.py",
     # deploy/clickhouse-cluster, deploy/envoy-gateway
     "cluster": "deploy/clickhouse-cluster/cluster.py",
     "manifests": "deploy/envoy-gateway/manifests.py",
