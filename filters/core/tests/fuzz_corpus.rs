@@ -7,6 +7,8 @@
 mod call;
 #[path = "../../fuzz/drivers/call_sequence.rs"]
 mod call_sequence;
+#[path = "../../fuzz/drivers/common.rs"]
+mod common;
 
 use std::path::Path;
 

@@ -29,10 +29,7 @@
 //! record is the same when each body arrives as one chunk read with the
 //! default window.
 
-#[path = "common.rs"]
-mod common;
-
-use common::{number, operation_map, pieces, section};
+use super::common::{number, operation_map, pieces, section};
 use wirelens_core::body::DEFAULT_READ_WINDOW;
 use wirelens_core::names::wire;
 use wirelens_core::{Call, MemoryHost, Options};

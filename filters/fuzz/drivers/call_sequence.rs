@@ -53,10 +53,7 @@
 //! - the record is the same when each body arrives as one chunk read with
 //!   the default window.
 
-#[path = "common.rs"]
-mod common;
-
-use common::{number, operation_map, pieces, section};
+use super::common::{number, operation_map, pieces, section};
 use wirelens_core::base64::Base64Decoder;
 use wirelens_core::body::DEFAULT_READ_WINDOW;
 use wirelens_core::headers::iter_serialized;

@@ -1,6 +1,7 @@
 //! What the whole-call drivers (`call.rs`, `call_sequence.rs`) share: the
 //! operation map, how an input is cut into sections and bodies into
-//! pieces, and reading a number back from a published record.
+//! pieces, and reading a number back from a published record. Whoever
+//! includes a driver includes this beside it, as `mod common`.
 
 use std::rc::Rc;
 use wirelens_core::OpMap;

@@ -8,5 +8,7 @@ use libfuzzer_sys::fuzz_target;
 
 #[path = "../drivers/call.rs"]
 mod call;
+#[path = "../drivers/common.rs"]
+mod common;
 
 fuzz_target!(|data: &[u8]| call::check(data));

@@ -8,5 +8,7 @@ use libfuzzer_sys::fuzz_target;
 
 #[path = "../drivers/call_sequence.rs"]
 mod call_sequence;
+#[path = "../drivers/common.rs"]
+mod common;
 
 fuzz_target!(|data: &[u8]| call_sequence::check(data));
