@@ -204,6 +204,22 @@ mod tests {
     }
 
     #[test]
+    fn rule_body_is_accepted_and_ignored() {
+        let with_body = r#"{"operations": [{"grpc_path": "/wirelens.v1.Hello/SayHello",
+            "http_rules": [{"method": "POST", "pattern": "/v1/hello", "body": "*"},
+                           {"method": "PUT", "pattern": "/v1/hello/{name}", "body": null}]}]}"#;
+        let m = OpMap::from_json(with_body.as_bytes()).unwrap();
+        assert_eq!(
+            rest(&m, "POST", "/v1/hello"),
+            Some(("hello.SayHello".to_string(), "/v1/hello".to_string()))
+        );
+        assert_eq!(
+            rest(&m, "PUT", "/v1/hello/ann"),
+            Some(("hello.SayHello".to_string(), "/v1/hello/{name}".to_string()))
+        );
+    }
+
+    #[test]
     fn grpc_lookup() {
         let m = map();
         assert_eq!(m.lookup_grpc(b"/wirelens.v1.Hello/SayHello"), Some(0));
@@ -377,9 +393,15 @@ mod tests {
         );
         assert_eq!(
             bad(
-                r#"{"operations": [{"operation": "x.Y", "http_rules": [{"method": "GET", "pattern": "/x", "body": "*"}]}]}"#
+                r#"{"operations": [{"operation": "x.Y", "http_rules": [{"method": "GET", "pattern": "/x", "bdy": "*"}]}]}"#
             ),
-            "operations[0].http_rules[0].body: unknown field, expected one of: method, pattern"
+            "operations[0].http_rules[0].bdy: unknown field, expected one of: method, pattern, body"
+        );
+        assert_eq!(
+            bad(
+                r#"{"operations": [{"operation": "x.Y", "http_rules": [{"method": "POST", "pattern": "/x", "body": 1}]}]}"#
+            ),
+            "operations[0].http_rules[0].body: invalid type: number, expected a string"
         );
         assert_eq!(
             bad(r#"{"operations": [{"operation": "x.Y", "http_rules": [{"method": "GET", "pattern": "/x"}]},

@@ -122,7 +122,7 @@ const OP_FIELDS: &[&str] = &[
     "streaming",
     "http_rules",
 ];
-const RULE_FIELDS: &[&str] = &["method", "pattern"];
+const RULE_FIELDS: &[&str] = &["method", "pattern", "body"];
 
 impl OpMap {
     /// Builds the map from the top-level `operations` value (absent or
@@ -264,6 +264,9 @@ impl OpMap {
             let Some(pattern) = opt_string(&rpath, robj, "pattern")? else {
                 return err(rpath, "missing field \"pattern\"");
             };
+            // The request body field matters to servers that transcode, not to naming a
+            // call: proto/opmap.py writes it for them, so it is type-checked and dropped.
+            opt_string(&rpath, robj, "body")?;
             let rule = match HttpRule::new(method, pattern.clone(), op_index) {
                 Ok(rule) => rule,
                 Err(e) => {
