@@ -10,8 +10,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
-	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 	"github.com/wirelens/wirelens/internal/domain"
+	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 )
 
 // ServiceNames are the wirelens gRPC services New registers.
@@ -25,9 +25,11 @@ var ServiceNames = []string{
 
 // New returns a gRPC server with every wirelens service, health and
 // reflection registered, and the health server (every service SERVING), so
-// that shutdown can flip it to NOT_SERVING before draining.
+// that shutdown can flip it to NOT_SERVING before draining. Every call honours
+// the delays its metadata asks for (package delay).
 func New(svc *domain.Services, opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
-	srv := grpc.NewServer(opts...)
+	delays := []grpc.ServerOption{grpc.ChainUnaryInterceptor(holdUnary), grpc.ChainStreamInterceptor(delayStream)}
+	srv := grpc.NewServer(append(delays, opts...)...)
 	wirelensv1.RegisterHelloServer(srv, NewHelloServer(svc.Hello))
 	wirelensv1.RegisterMathServer(srv, NewMathServer(svc.Math))
 	wirelensv1.RegisterPeopleServer(srv, NewPeopleServer(svc.People))

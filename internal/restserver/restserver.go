@@ -29,11 +29,12 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 	"github.com/wirelens/wirelens/internal/apierr"
+	"github.com/wirelens/wirelens/internal/delay"
 	"github.com/wirelens/wirelens/internal/domain"
 	"github.com/wirelens/wirelens/internal/ops"
 	"github.com/wirelens/wirelens/internal/restapi"
+	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 )
 
 // MaxBodyBytes bounds a request body.
@@ -54,8 +55,9 @@ type server struct {
 }
 
 // NewHandler returns the REST handler: one route per google.api.http rule of
-// every wirelens method, plus GET /healthz. It fails if an annotated method
-// has no REST implementation or a rule is not supported.
+// every wirelens method, plus GET /healthz, each answer held as long as the
+// request's x-wirelens-hold-ms asks (package delay). It fails if an annotated
+// method has no REST implementation or a rule is not supported.
 func NewHandler(svc *domain.Services) (http.Handler, error) {
 	s := &server{svc: svc}
 	impl := map[protoreflect.FullName]endpoint{
@@ -88,7 +90,25 @@ func NewHandler(svc *domain.Services) (http.Handler, error) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok")
 	})
-	return mux, nil
+	return holding(mux), nil
+}
+
+// holding delays every answer of next by the request's hold, so that the
+// response starts no earlier (a REST response is not streamed: a pause has
+// nothing to separate and is only validated).
+func holding(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		delays, err := delay.FromHeaders(r.Header.Values)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		if err := delay.Wait(r.Context(), delays.Hold); err != nil {
+			writeError(w, r, fmt.Errorf("holding the response %v: %w", delays.Hold, err))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // NewServer returns an http.Server for h that speaks HTTP/1.1 and
