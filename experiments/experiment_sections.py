@@ -131,14 +131,15 @@ def render_e1(result: dict) -> str:
         mr = ratio(g.get(mk), r.get(mk))
         verdicts[label] = verdict(pr, mr)
         ratio_rows.append([label, fratio(pr), fratio(mr), verdicts[label]])
+    published_s = sc["published"]["duration_s"]
     rps = [[proto, fnum(m["calls"] / (m["window_us"] / 1e6), 1) if m and m.get("window_us") else "–",
-            fnum(pub[proto]["requests"] / 180, 1)] for proto, m in measured.items()]
+            fnum(pub[proto]["requests"] / published_s, 1)] for proto, m in measured.items()]
     text = [
         "### Published\n", published_tables(sc),
         "\n### Measured at the proxy (same shape)\n", table(cols, rows),
         "\n*avg response B* is the HTTP response body (for gRPC: the 5-byte frame header plus the message).",
         "\n### Ratios (gRPC ÷ REST)\n", table(["metric", "published", "measured", "verdict"], ratio_rows),
-        "\n### Throughput\n", table(["protocol", "measured calls/s (proxy window)", "published calls/s (requests ÷ 180 s)"], rps),
+        "\n### Throughput\n", table(["protocol", "measured calls/s (proxy window)", f"published calls/s (requests ÷ {published_s} s)"], rps),
         "\n### Client (loadgen) and proxy side by side\n", client_vs_proxy(result),
         "\n### What only the proxy saw\n", proxy_only(result),
         "\n### Reading\n", explain_e1(result, pub, r, g, verdicts),
@@ -162,9 +163,7 @@ def explain_e1(result: dict, pub: dict, r: dict, g: dict, verdicts: dict) -> str
                f"{fnum(r['req_body_b'], 0)} B of body; gRPC {fnum(g['req_header_b'], 0)} B (HPACK brings it to "
                f"{fnum(g['req_header_wire_b'], 0)} B on the wire) for {fnum(g['req_body_b'], 0)} B.")
     if (m_med or 1) > 0.8:
-        out.append("- The published halving came from the servers (Python FastAPI's JSON path against grpcio); "
-                   "here both transports run the same Go code, so the protocol difference left is mostly framing "
-                   "and parsing, which at this size is a fraction of a millisecond.")
+        out.append("- " + result["scenario"]["published"]["reading"]["same_code"])
     return "\n".join(out)
 
 
@@ -175,8 +174,9 @@ def render_e2(result: dict) -> str:
     sc = result["scenario"]
     pub = published_rows(sc, 0)
     sizes = published_rows(sc, 1)
+    cpu = published_rows(sc, 2)
     rows, client_rows, ratio_rows = [], [], []
-    n_pub = 1000
+    n_pub = sc["published"]["calls"]
     for variant in ("hello", "hello-big"):
         rs, gs = by_key(result, variant=variant, protocol="rest"), by_key(result, variant=variant, protocol="grpc")
         rp, gp = (rs or {}).get("proxy") or {}, (gs or {}).get("proxy") or {}
@@ -206,7 +206,7 @@ def render_e2(result: dict) -> str:
          fnum(hello_r.get("resp_body_b"), 0), f"{fnum(hello_g.get('resp_body_b'), 0)} ({fnum(hello_g.get('resp_message_b'), 0)} message)"],
         ["response body (hello-big)", "–", "–", fnum(big_r.get("resp_body_b"), 0),
          f"{fnum(big_g.get('resp_body_b'), 0)} ({fnum(big_g.get('resp_message_b'), 0)} message)"],
-        ["CPU", "13.6 %", "17.6 %", "not measured", "not measured"],
+        ["CPU", f"{cpu['rest']['cpu_percent']} %", f"{cpu['grpc']['cpu_percent']} %", "not measured", "not measured"],
     ]
     text = [
         "### Published\n", published_tables(sc),
@@ -222,12 +222,12 @@ def render_e2(result: dict) -> str:
         table(["", "published REST", "published gRPC", "measured REST", "measured gRPC"], size_rows),
         "\n### Client (loadgen) and proxy side by side\n", client_vs_proxy(result),
         "\n### What only the proxy saw\n", proxy_only(result),
-        "\n### Reading\n", explain_e2(ratio_rows, hello_r, hello_g, big_r, big_g),
+        "\n### Reading\n", explain_e2(sc["published"]["reading"], ratio_rows, hello_r, hello_g, big_r, big_g),
     ]
     return "\n".join(text)
 
 
-def explain_e2(ratio_rows: list, hr: dict, hg: dict, br: dict, bg: dict) -> str:
+def explain_e2(reading: dict, ratio_rows: list, hr: dict, hg: dict, br: dict, bg: dict) -> str:
     out = []
     for variant, pr, mr, medr, cr, v in ratio_rows:
         out.append(f"- {variant}: published REST took {pr} gRPC's time; measured {mr} at the proxy ({medr} by medians), "
@@ -235,12 +235,12 @@ def explain_e2(ratio_rows: list, hr: dict, hg: dict, br: dict, bg: dict) -> str:
     if hr and hg:
         out.append("- " + where_time("hello over REST", hr, "over gRPC", hg) + ".")
         if hr["p50_us"] < hg["p50_us"]:
-            out.append("- " + SMALL_CALLS_NOTE)
+            out.append("- " + reading["small_calls"])
     if br and bg:
         out.append(f"- hello-big is where the encodings part: the 1000 strings are {fnum(br['resp_body_b'], 0)} B as JSON "
                    f"and {fnum(bg['resp_message_b'], 0)} B as protobuf; the small hello is dominated by headers "
                    f"({fnum(hr.get('req_header_b'), 0)} B of REST request headers for a {fnum(hr.get('req_body_b'), 0)} B body).")
-    out.append("- The published JVM numbers also carry JIT warm-up within their 1000 calls; Go needs none.")
+    out += ["- " + note for note in reading["notes"]]
     return "\n".join(out)
 
 
@@ -305,12 +305,12 @@ def render_e3(result: dict) -> str:
         "\n### The person on the wire (measured, bytes)\n", table(["", "bytes", "note"], payload_rows),
         "\n### Client (loadgen) and proxy side by side\n", client_vs_proxy(result),
         "\n### What only the proxy saw\n", proxy_only(result),
-        "\n### Reading\n", explain_e3(ratio_rows, counts, cell),
+        "\n### Reading\n", explain_e3(sc["published"]["reading"], ratio_rows, counts, cell),
     ]
     return "\n".join(text)
 
 
-def explain_e3(ratio_rows: list, counts: list[int], cell: dict) -> str:
+def explain_e3(reading: dict, ratio_rows: list, counts: list[int], cell: dict) -> str:
     out = []
     measured = [r for r in ratio_rows if r[2] != "–"]
     if measured:
@@ -318,8 +318,7 @@ def explain_e3(ratio_rows: list, counts: list[int], cell: dict) -> str:
         out.append(f"- REST ÷ unary: published {lo[1]} at {lo[0]:,} calls to {hi[1]} at {hi[0]:,}; "
                    f"measured {lo[2]} to {hi[2]} ({lo[3]} to {hi[3]} by medians).")
         out.append(f"- Unary ÷ client stream: published {lo[4]} at {lo[0]:,} to {hi[4]} at {hi[0]:,}; "
-                   f"measured {lo[5]} to {hi[5]}. One stream pays the per-call cost (headers, routing, the filter's "
-                   f"per-request work, one access-log record) once instead of N times, which is why it wins by more as N grows.")
+                   f"measured {lo[5]} to {hi[5]}. " + reading["stream"])
     big = max((n for n in counts if cell.get(("client-stream", n)) and cell[("client-stream", n)]["proxy"]), default=None)
     if big:
         p = cell[("client-stream", big)]["proxy"]
@@ -358,12 +357,12 @@ def render_e4(result: dict) -> str:
         "\nCalls/s is the step's calls over its window at the proxy (first call in to last call out).",
         "\n### Client (loadgen) and proxy side by side\n", client_vs_proxy(result),
         "\n### What only the proxy saw\n", proxy_only(result),
-        "\n### Reading\n", explain_e4(trend),
+        "\n### Reading\n", explain_e4(sc["published"]["reading"], trend),
     ]
     return "\n".join(text)
 
 
-def explain_e4(trend: dict) -> str:
+def explain_e4(reading: dict, trend: dict) -> str:
     out = []
     for payload, points in trend.items():
         pts = [(u, pr, ptr) for u, pr, ptr, _, _ in points if pr is not None]
@@ -375,19 +374,14 @@ def explain_e4(trend: dict) -> str:
         line = (f"- {PAYLOADS[payload]}: at {u0} user{'s' if u0 != 1 else ''} {lead0} has the lower p90 "
                 f"(gRPC ÷ REST {fratio(pr0)}); at {u1} users {lead1} (gRPC ÷ REST {fratio(pr1)}, throughput {fratio(t1)}).")
         if payload == "list500":
-            line += (" Published: gRPC 70-80 % faster than Spring Web (≈0.2-0.3×) with 1.6-1.7× the throughput — "
+            line += (f" {reading['list500']} — "
                      + ("measured agrees in direction." if pr1 < 1 and (t1 or 0) > 1 else "measured differs."))
         else:
-            line += (" Published: REST ahead at low concurrency, gRPC catching up — measured "
+            line += (f" {reading['smaller']} — measured "
                      + ("agrees." if pr0 >= 1 and pr1 < pr0 else
                         "shows gRPC ahead from the start." if pr0 < 1 else "differs."))
         out.append(line)
-    out.append("- loadgen decodes and checks every reply (JMeter only reads the bytes), so on large lists the client "
-               "column carries JSON decoding: the client-minus-proxy gap grows with the body for REST much more than "
-               "for gRPC. The proxy's latency ends when the last byte leaves Envoy, before any client decoding.")
-    out.append("- Large bodies are where the encodings part: protobuf is ~60 % of the JSON bytes here and needs no "
-               "text formatting of numbers; the REST server's JSON marshalling (protojson) is the main cost "
-               "the proxy sees as upstream time.")
+    out += ["- " + note for note in reading["notes"]]
     return "\n".join(out)
 
 
@@ -397,7 +391,7 @@ def explain_e4(trend: dict) -> str:
 def render_e5(result: dict) -> str:
     sc = result["scenario"]
     pub = published_rows(sc)
-    n_pub = 10000
+    n_pub = sc["published"]["calls"]
     rows, client_rows, ratio_rows = [], [], []
     measured: dict[str, float | None] = {}
     ns = set()
@@ -449,14 +443,6 @@ def where_time(label_a: str, a: dict, label_b: str, b: dict) -> str:
             f"(upstream {fnum(b['upstream_avg_ms'])} ms, in Envoy {fnum(b['in_envoy_avg_ms'])} ms)")
 
 
-SMALL_CALLS_NOTE = (
-    "With payloads of a few dozen bytes over loopback, a call's cost is almost all per-call overhead. "
-    "A keep-alive HTTP/1.1 exchange is cheap; a gRPC call opens an HTTP/2 stream, encodes HPACK headers, "
-    "sends a 5-byte-framed message, and ends with trailers — on both of Envoy's legs, since the upstream to "
-    "grpc-go is HTTP/2 too. The published clients and servers (JVM, C#, Python) had their own, larger "
-    "per-call costs on the REST side (JSON frameworks, blocking HTTP clients), which is what made gRPC win there.")
-
-
 def explain_e5(result: dict, ratio_rows: list) -> str:
     out = [f"- {name}: published {pr}, measured {mr}" + (f" ({medr} by medians)" if medr != "–" else "") + f" ({v})."
            for name, pr, mr, medr, v in ratio_rows]
@@ -467,7 +453,7 @@ def explain_e5(result: dict, ratio_rows: list) -> str:
     if un and rj:
         out.append("- " + where_time("unary gRPC", un, "REST JSON", rj) + ".")
         if rj["p50_us"] < un["p50_us"]:
-            out.append("- " + SMALL_CALLS_NOTE)
+            out.append("- " + result["scenario"]["published"]["reading"]["small_calls"])
     if rp and rj:
         out.append(f"- REST protobuf vs JSON: bodies of {fnum(rp['resp_body_b'], 1)} B and {fnum(rj['resp_body_b'], 1)} B; "
                    f"the request is a GET either way ({fnum(rp['req_header_b'], 0)} B of headers). At this size the "

@@ -58,23 +58,15 @@ SEED = {"e1": "python", "e2": "jvm", "e3": "jvm", "e4": "jvm", "e5": "go"}
 EXPERIMENTS = ("e1", "e2", "e3", "e4")
 # E4 per stack: the small product and the large list (experiments/scenarios/e4.json payload keys).
 E4_PAYLOADS = ("product", "list500")
-# Published gRPC / REST ratios (../shared/EXPERIMENTS.md): E1 medians (5 vs 9 ms),
-# E2 totals of 1000 sequential calls (small 493 vs 728 ms, big 586 vs 749 ms).
-PUBLISHED = {
-    "math.CalculateFactorial": (5 / 9, "E1 median 5 ms vs 9 ms (Python: grpcio vs FastAPI)"),
-    "hello.SayHello": (493 / 728, "E2 small, 1000 calls 493 ms vs 728 ms (Kotlin: grpc-java vs WebFlux)"),
-    "hello.SayHelloBig": (586 / 749, "E2 big, 1000 calls 586 ms vs 749 ms (Kotlin: grpc-java vs WebFlux)"),
-    "people.Register": (694 / 1000, "E3 unary vs REST, 1000 calls 694 ms vs 1000 ms (Kotlin: grpc vs Spring)"),
-    "catalog.GetProduct": (1.1, "E4 ~1 KB product: REST better at low concurrency, no numbers published "
-                                "(Java: grpc-java vs Spring Web / WebFlux; 1.1 stands for 'REST faster')"),
-    "catalog.ListProducts": (0.5, "E4 list of 500: gRPC ~50 % faster than WebFlux, 70-80 % than Spring Web "
-                                  "(p90; Java: grpc-java)"),
-}
+# What was published per stack comparison: the scenarios' "per_stack" blocks (experiments/scenarios/e1-e4.json).
+PUBLISHED_PER_STACK = {exp: runs.load_scenario(exp)["published"]["per_stack"] for exp in EXPERIMENTS}
+# Published gRPC / REST ratio and what it stands for, per operation.
+PUBLISHED = {op: (published["grpc_over_rest"], published["note"])
+             for per_stack in PUBLISHED_PER_STACK.values() for op, published in per_stack["operations"].items()}
 SERVICES = {"go": ("rest-service", "grpc-service"), "python": ("python-rest-service", "python-grpc-service"),
             "jvm": ("jvm-rest-service", "jvm-grpc-service"), "jvm-mvc": ("jvm-mvc-rest-service", "jvm-grpc-service")}
 # The CPU steps: E2's hello, sequential, for a fixed time per stack and protocol.
 CPU_SECONDS = {"quick": 6, "full": 20}
-E2_CPU = "E2 published CPU: REST 13.6 %, gRPC 17.6 % of the machine (gRPC ≈30 % more), Kotlin/JVM"
 
 
 def parse_stacks(value: str) -> list[str]:
@@ -227,8 +219,7 @@ def render(results: dict, stacks: list[str], size: str) -> str:
     if e4:
         lines += ["", "## E4: Spring Web MVC, Spring WebFlux, grpc-java (and the Go pair)", "",
                   "Each level of users per payload, at the proxy: median and p90 (ms), calls per second of the "
-                  "client. Published: REST ahead at 1 user for small payloads, gRPC catching up with users; for "
-                  "the 500-product list gRPC ~50 % faster than WebFlux and 70-80 % than Spring Web (p90).", "",
+                  "client. " + PUBLISHED_PER_STACK["e4"]["levels"], "",
                   "| payload | users | stack | protocol | calls | p50 ms | p90 ms | calls/s |", "|---|---|---|---|---|---|---|---|"]
         for s in sorted(e4, key=lambda s: (s["payload"], s["users"] or 0, s["stack"], s["protocol"])):
             rps = (s["client"] or {}).get("rate_per_s")
@@ -237,7 +228,7 @@ def render(results: dict, stacks: list[str], size: str) -> str:
     lines += ["", "## CPU per call per stack", "",
               "From procmetrics' process.cpu.time of the stack's service processes (REST and gRPC servers) and of "
               "Envoy, over each step's window (first to last call), divided by its calls. "
-              + E2_CPU + " — a share of the machine, not per call; the ratio gRPC ÷ REST is what compares.", "",
+              + PUBLISHED_PER_STACK["e2"]["cpu"] + " — a share of the machine, not per call; the ratio gRPC ÷ REST is what compares.", "",
               "| experiment | stack | operation | protocol | calls | service CPU ms/call | Envoy CPU ms/call |",
               "|---|---|---|---|---|---|---|"]
     for s in [s for s in results["steps"] if s["exp"] == "cpu"] + [s for s in results["steps"] if s["exp"] != "cpu"]:
@@ -251,7 +242,7 @@ def render(results: dict, stacks: list[str], size: str) -> str:
     if pairs:
         lines += ["", "Service CPU per call, gRPC ÷ REST (E2's hello): "
                   + "; ".join(f"{st} {r:.2f}" for st, r in pairs)
-                  + ". Published (E2, Kotlin/JVM, CPU share over the run): 17.6 % ÷ 13.6 % = 1.29."]
+                  + ". " + PUBLISHED_PER_STACK["e2"]["cpu_ratio"]]
     return "\n".join(lines) + "\n"
 
 
