@@ -189,8 +189,8 @@ def http2_calls(port: int, calls: list[tuple[list[tuple[str, str]], bytes]]) -> 
                         exchange.body += event.data
                     elif isinstance(event, h2.events.StreamEnded) and event.stream_id == stream:
                         ended = True
-                # Only Envoy's SETTINGS acknowledgement and PING answers: the small bodies
-                # need no WINDOW_UPDATE, so each stream's frames are exactly its call.
+                # What the client owes Envoy (SETTINGS acknowledgements); the bodies are too
+                # small for a WINDOW_UPDATE, so a stream's frames are exactly its call.
                 out = conn.data_to_send()
                 sent += out
                 sock.sendall(out)
@@ -259,9 +259,10 @@ def cases(header_stack) -> dict[str, Case]:
     prefix = f"hb-{uuid.uuid4().hex[:8]}"
     hello = "/wirelens.v1.Hello/SayHello"
 
-    def h1(name: str, port: int, path: str, headers: list[tuple[str, str]], body: bytes) -> Http1Exchange:
-        return http1_call(port, path, [("host", f"127.0.0.1:{port}"), *headers, ("content-length", str(len(body))),
-                                       ("x-wirelens-run", f"{prefix}-{name}")], body)
+    def h1(name: str, listener: int, path: str, headers: list[tuple[str, str]], body: bytes) -> Http1Exchange:
+        return http1_call(listener, path, [("host", f"127.0.0.1:{listener}"), *headers,
+                                           ("content-length", str(len(body))), ("x-wirelens-run", f"{prefix}-{name}")],
+                          body)
 
     def grpc(name: str, path: str) -> tuple[list[tuple[str, str]], bytes]:
         return ([(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", f"127.0.0.1:{port}"),
@@ -411,6 +412,9 @@ def test_http2_wire_counters_are_the_frames_and_hpack_makes_them_smaller(cases):
             x.sent_header_frames, x.sent_frames), f"{name}: the stream's HEADERS and DATA frames as sent"
         assert (row["downstream_header_bytes_sent"], row["downstream_wire_bytes_sent"]) == (
             x.received_header_frames, x.received_frames), f"{name}: the stream's frames as received"
+        assert (row["envoy_bytes_received"], row["envoy_bytes_sent"]) == (
+            row["request_body_bytes"], row["response_body_bytes"]) == (
+            len(grpc_frame(HELLO_REQUEST)), len(x.body)), name
         assert row["downstream_header_bytes_received"] < row["request_header_bytes"], f"{name}: HPACK"
 
     first, again = native["grpc"].row, native["grpc-again"].row
