@@ -16,11 +16,14 @@ operation map of a user's services with the same code. Output (a contract with t
      "rpc_service": "wirelens.v1.Hello",
      "rpc_method": "SayHello",
      "streaming": "unary",                   # unary | client | server | bidi
-     "http_rules": [{"method": "POST", "pattern": "/v1/hello"}]}
+     "http_rules": [{"method": "POST", "pattern": "/v1/hello", "body": "*"}]}
   ]}
 
 Operations are sorted by grpc_path; http_rules keep the order of the
-google.api.http option (the main rule, then its additional_bindings).
+google.api.http option (the main rule, then its additional_bindings); a rule's
+"body" is there only when the option sets one. This file holds the operation
+rules for every language: proto/gen.sh also writes this map into
+services/gen/wirelens/opmap, which the Go code embeds (internal/ops).
 """
 
 from __future__ import annotations
@@ -77,6 +80,8 @@ def http_rules(rule: http_pb2.HttpRule) -> list[dict[str, str]]:
         out.append({"method": _PATTERN_METHODS[kind], "pattern": getattr(rule, kind)})
     elif kind == "custom":
         out.append({"method": rule.custom.kind, "pattern": rule.custom.path})
+    if out and rule.body:  # only when set: the filter's map keeps its keys for GET routes
+        out[0]["body"] = rule.body
     for extra in rule.additional_bindings:
         out.extend(http_rules(extra))
     return out

@@ -61,7 +61,7 @@ def test_streaming_rules_and_sorting():
     assert by["GetProduct"]["rpc_service"] == "wirelens.catalog.v1.CatalogService"
     assert by["GetProduct"]["http_rules"] == [
         {"method": "GET", "pattern": "/v1/products/{id}"},
-        {"method": "POST", "pattern": "/v1/products:get"},
+        {"method": "POST", "pattern": "/v1/products:get", "body": "*"},
         {"method": "HEAD", "pattern": "/v1/p/{id}"},
     ]
     assert by["Watch"]["http_rules"] == []
@@ -70,10 +70,10 @@ def test_streaming_rules_and_sorting():
 HELLO_OPMAP = {"operations": [
     {"grpc_path": "/wirelens.v1.Hello/SayHello", "operation": "hello.SayHello",
      "rpc_service": "wirelens.v1.Hello", "rpc_method": "SayHello", "streaming": "unary",
-     "http_rules": [{"method": "POST", "pattern": "/v1/hello"}]},
+     "http_rules": [{"method": "POST", "pattern": "/v1/hello", "body": "*"}]},
     {"grpc_path": "/wirelens.v1.Hello/SayHelloBig", "operation": "hello.SayHelloBig",
      "rpc_service": "wirelens.v1.Hello", "rpc_method": "SayHelloBig", "streaming": "unary",
-     "http_rules": [{"method": "POST", "pattern": "/v1/hello-big"}]},
+     "http_rules": [{"method": "POST", "pattern": "/v1/hello-big", "body": "*"}]},
 ]}
 
 

@@ -1,29 +1,31 @@
-// Package ops lists the wirelens operations from the compiled proto
-// descriptors, the same way proto/opmap.py does for the filter: the operation
-// name is the short service name with its first letter lower-cased, a dot and
-// the method name (wirelens.v1.Hello/SayHello -> hello.SayHello); the HTTP
-// routes come from the google.api.http annotations.
+// Package ops lists the wirelens operations as proto/opmap.py maps them:
+// names, gRPC paths, streaming kinds and REST routes come from the operation
+// map proto/gen.sh embeds in services/gen/wirelens/opmap, so the rules that
+// derive them live in opmap.py alone; this package adds each method's
+// descriptor from the generated Go code.
 package ops
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
-	"google.golang.org/genproto/googleapis/api/annotations"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
-	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
+	"github.com/wirelens/wirelens/services/gen/wirelens/opmap"
+	// Registers the wirelens.v1 files in protoregistry.GlobalFiles, where the
+	// map's methods are resolved; a new wirelens.* Go package is imported here too.
+	_ "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 )
 
 // HTTPRule is one REST binding of a method (google.api.http).
 type HTTPRule struct {
-	Method  string // GET, POST, PUT, DELETE, PATCH or a custom kind
-	Pattern string // URL path template, e.g. /v1/hello
-	Body    string // request body field ("*" for the whole message, "" for none)
+	Method  string `json:"method"`  // GET, POST, PUT, DELETE, PATCH or a custom kind
+	Pattern string `json:"pattern"` // URL path template, e.g. /v1/hello
+	Body    string `json:"body"`    // request body field ("*" for the whole message, "" for none)
 }
 
 // Operation is one RPC method of a wirelens service.
@@ -35,29 +37,19 @@ type Operation struct {
 	HTTPRules []HTTPRule
 }
 
-// Files are the proto files whose services wirelens serves.
-var Files = []protoreflect.FileDescriptor{
-	wirelensv1.File_wirelens_v1_catalog_proto,
-	wirelensv1.File_wirelens_v1_echo_proto,
-	wirelensv1.File_wirelens_v1_hello_proto,
-	wirelensv1.File_wirelens_v1_math_proto,
-	wirelensv1.File_wirelens_v1_people_proto,
-}
+// The embedded map is generated together with the Go code it names, so a map
+// that does not load is a broken checkout: fail at start-up, not per call.
+var operations = mustLoad(opmap.JSON)
 
-// All returns the operations of every service in Files, sorted by GRPCPath.
+// All returns every operation, sorted by GRPCPath (the map's order).
 func All() []Operation {
-	var out []Operation
-	for _, fd := range Files {
-		out = append(out, FromFile(fd)...)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].GRPCPath < out[j].GRPCPath })
-	return out
+	return slices.Clone(operations)
 }
 
 // Lookup finds an operation by name (e.g. hello.SayHello).
 func Lookup(name string) (Operation, error) {
 	var names []string
-	for _, op := range All() {
+	for _, op := range operations {
 		if op.Name == name {
 			return op, nil
 		}
@@ -66,81 +58,50 @@ func Lookup(name string) (Operation, error) {
 	return Operation{}, fmt.Errorf("unknown operation %q (known: %s)", name, strings.Join(names, ", "))
 }
 
-// FromFile returns the operations of the services declared in fd.
-func FromFile(fd protoreflect.FileDescriptor) []Operation {
-	var out []Operation
-	services := fd.Services()
-	for i := 0; i < services.Len(); i++ {
-		sd := services.Get(i)
-		methods := sd.Methods()
-		for j := 0; j < methods.Len(); j++ {
-			md := methods.Get(j)
-			out = append(out, Operation{
-				Name:      OperationName(string(sd.Name()), string(md.Name())),
-				GRPCPath:  "/" + string(sd.FullName()) + "/" + string(md.Name()),
-				Streaming: streaming(md),
-				Method:    md,
-				HTTPRules: HTTPRules(md),
-			})
+func mustLoad(data []byte) []Operation {
+	ops, err := load(data, protoregistry.GlobalFiles)
+	if err != nil {
+		panic(fmt.Sprintf("ops: services/gen/wirelens/opmap/opmap.json (proto/gen.sh): %v", err))
+	}
+	return ops
+}
+
+// load parses an operation map strictly (an unknown key means opmap.py and
+// this reader disagree) and resolves each method's descriptor in files.
+func load(data []byte, files *protoregistry.Files) ([]Operation, error) {
+	var doc struct {
+		Operations []struct {
+			GRPCPath   string     `json:"grpc_path"`
+			Operation  string     `json:"operation"`
+			RPCService string     `json:"rpc_service"`
+			RPCMethod  string     `json:"rpc_method"`
+			Streaming  string     `json:"streaming"`
+			HTTPRules  []HTTPRule `json:"http_rules"`
+		} `json:"operations"`
+	}
+	decoder := json.NewDecoder(bytes.NewReader(data))
+	decoder.DisallowUnknownFields()
+	if err := decoder.Decode(&doc); err != nil {
+		return nil, err
+	}
+	out := make([]Operation, 0, len(doc.Operations))
+	for _, op := range doc.Operations {
+		fullName := protoreflect.FullName(op.RPCService + "." + op.RPCMethod)
+		descriptor, err := files.FindDescriptorByName(fullName)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op.Operation, err)
 		}
+		method, ok := descriptor.(protoreflect.MethodDescriptor)
+		if !ok {
+			return nil, fmt.Errorf("%s: %s is not a method", op.Operation, fullName)
+		}
+		out = append(out, Operation{
+			Name:      op.Operation,
+			GRPCPath:  op.GRPCPath,
+			Streaming: op.Streaming,
+			Method:    method,
+			HTTPRules: op.HTTPRules,
+		})
 	}
-	return out
-}
-
-// OperationName builds the logical operation name shared by every protocol.
-func OperationName(service, method string) string {
-	r, size := utf8.DecodeRuneInString(service)
-	return string(unicode.ToLower(r)) + service[size:] + "." + method
-}
-
-func streaming(md protoreflect.MethodDescriptor) string {
-	switch {
-	case md.IsStreamingClient() && md.IsStreamingServer():
-		return "bidi"
-	case md.IsStreamingClient():
-		return "client"
-	case md.IsStreamingServer():
-		return "server"
-	default:
-		return "unary"
-	}
-}
-
-// HTTPRules returns the method's google.api.http rule and its
-// additional_bindings, in declaration order.
-func HTTPRules(md protoreflect.MethodDescriptor) []HTTPRule {
-	opts := md.Options()
-	if opts == nil || !proto.HasExtension(opts, annotations.E_Http) {
-		return nil
-	}
-	rule, ok := proto.GetExtension(opts, annotations.E_Http).(*annotations.HttpRule)
-	if !ok || rule == nil {
-		return nil
-	}
-	return flatten(rule, nil)
-}
-
-func flatten(rule *annotations.HttpRule, out []HTTPRule) []HTTPRule {
-	r := HTTPRule{Body: rule.GetBody()}
-	switch p := rule.GetPattern().(type) {
-	case *annotations.HttpRule_Get:
-		r.Method, r.Pattern = "GET", p.Get
-	case *annotations.HttpRule_Put:
-		r.Method, r.Pattern = "PUT", p.Put
-	case *annotations.HttpRule_Post:
-		r.Method, r.Pattern = "POST", p.Post
-	case *annotations.HttpRule_Delete:
-		r.Method, r.Pattern = "DELETE", p.Delete
-	case *annotations.HttpRule_Patch:
-		r.Method, r.Pattern = "PATCH", p.Patch
-	case *annotations.HttpRule_Custom:
-		r.Method, r.Pattern = p.Custom.GetKind(), p.Custom.GetPath()
-	}
-	if r.Method != "" {
-		out = append(out, r)
-	}
-	for _, extra := range rule.GetAdditionalBindings() {
-		out = flatten(extra, out)
-	}
-	return out
+	return out, nil
 }

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
@@ -21,34 +20,18 @@ func TestAll(t *testing.T) {
 	want := []row{
 		{"catalog.GetProduct", "/wirelens.v1.Catalog/GetProduct", "unary", []HTTPRule{{"GET", "/v1/products/{id}", ""}}},
 		{"catalog.ListProducts", "/wirelens.v1.Catalog/ListProducts", "unary", []HTTPRule{{"GET", "/v1/products", ""}}},
-		{"echo.BiStream", "/wirelens.v1.Echo/BiStream", "bidi", nil},
-		{"echo.ServerStream", "/wirelens.v1.Echo/ServerStream", "server", nil},
+		{"echo.BiStream", "/wirelens.v1.Echo/BiStream", "bidi", []HTTPRule{}},
+		{"echo.ServerStream", "/wirelens.v1.Echo/ServerStream", "server", []HTTPRule{}},
 		{"echo.Unary", "/wirelens.v1.Echo/Unary", "unary", []HTTPRule{{"GET", "/v1/echo", ""}}},
 		{"hello.SayHello", "/wirelens.v1.Hello/SayHello", "unary", []HTTPRule{{"POST", "/v1/hello", "*"}}},
 		{"hello.SayHelloBig", "/wirelens.v1.Hello/SayHelloBig", "unary", []HTTPRule{{"POST", "/v1/hello-big", "*"}}},
 		{"math.CalculateFactorial", "/wirelens.v1.Math/CalculateFactorial", "unary", []HTTPRule{{"POST", "/v1/factorial", "*"}}},
 		{"people.Register", "/wirelens.v1.People/Register", "unary", []HTTPRule{{"POST", "/v1/person", "*"}}},
-		{"people.RegisterBatch", "/wirelens.v1.People/RegisterBatch", "client", nil},
+		{"people.RegisterBatch", "/wirelens.v1.People/RegisterBatch", "client", []HTTPRule{}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("All() =\n%+v\nwant\n%+v", got, want)
 	}
-}
-
-// TestFilesCoverEveryProto fails when a proto file of package wirelens.* is
-// compiled in but missing from Files.
-func TestFilesCoverEveryProto(t *testing.T) {
-	listed := map[string]bool{}
-	for _, fd := range Files {
-		listed[fd.Path()] = true
-	}
-	protoregistry.GlobalFiles.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
-		pkg := string(fd.Package())
-		if (pkg == "wirelens" || strings.HasPrefix(pkg, "wirelens.")) && !listed[fd.Path()] {
-			t.Errorf("ops.Files lacks %s", fd.Path())
-		}
-		return true
-	})
 }
 
 func TestLookup(t *testing.T) {
@@ -64,14 +47,19 @@ func TestLookup(t *testing.T) {
 	}
 }
 
-func TestOperationName(t *testing.T) {
-	for in, want := range map[[2]string]string{
-		{"Hello", "SayHello"}:            "hello.SayHello",
-		{"CatalogService", "GetProduct"}: "catalogService.GetProduct",
-		{"X", "Y"}:                       "x.Y",
+func TestLoadRejectsWhatItCannotServe(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{`{"operations": [{"operation": "hello.SayHello", "rpc_service": "wirelens.v1.Hello",
+		   "rpc_method": "SayHello", "http_rules": [{"method": "POST", "pattern": "/v1/hello", "bdy": "*"}]}]}`,
+			`unknown field "bdy"`},
+		{`{"operations": [{"operation": "hello.Nope", "rpc_service": "wirelens.v1.Hello", "rpc_method": "Nope"}]}`,
+			"hello.Nope: "},
+		{`{"operations": [{"operation": "hello.Reply", "rpc_service": "wirelens.v1", "rpc_method": "HelloReply"}]}`,
+			"hello.Reply: wirelens.v1.HelloReply is not a method"},
 	} {
-		if got := OperationName(in[0], in[1]); got != want {
-			t.Errorf("OperationName(%q, %q) = %q, want %q", in[0], in[1], got, want)
+		_, err := load([]byte(tc.doc), protoregistry.GlobalFiles)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("load(%s) error = %v, want it to contain %q", tc.doc, err, tc.want)
 		}
 	}
 }

@@ -214,7 +214,8 @@ def test_users_own_services_are_mapped(tmp_path, wasm, capsys):
     plugin = json.loads(hcm_of(load(out))["http_filters"][0]["typed_config"]["config"]["configuration"]["value"])
     assert plugin["operations"] == [{
         "grpc_path": "/shop.v1.Cart/Add", "operation": "cart.Add", "rpc_service": "shop.v1.Cart",
-        "rpc_method": "Add", "streaming": "unary", "http_rules": [{"method": "POST", "pattern": "/v1/cart/{sku}"}]}]
+        "rpc_method": "Add", "streaming": "unary",
+        "http_rules": [{"method": "POST", "pattern": "/v1/cart/{sku}", "body": "*"}]}]
 
 
 def test_listener_flag_picks_hcms(tmp_path, wasm, capsys):
