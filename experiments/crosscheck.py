@@ -135,9 +135,43 @@ def run(settings: dict[str, str], calls: int = 1000, rate: float = 200, log: Cal
         p = proxy.get(r["run_id"], {})
         r["proxy_p50_ms"] = p.get("p50_us", 0) / 1000 if p else None
         r["proxy_p99_ms"] = p.get("p99_us", 0) / 1000 if p else None
+        r["latency_order"] = latency_order(r, p)
         log(f"    {r['tool']:<22} {r['protocol']:<5} calls {r['calls']:>6}  rows {r['rows']:>6}  "
             f"{'match' if r['match'] else 'MISMATCH'}  client p50 {fnum(r['p50_ms'])} ms  proxy p50 {fnum(r['proxy_p50_ms'])} ms")
+        log(f"    {'':<22} {order_text(r)}")
     return rows, notes
+
+
+def client_p50_from_send(r: dict) -> float | None:
+    """The tool's median from each call's actual send (loadgen's open model also reports one from the intended send)."""
+    return r.get("send_p50_ms") if r["tool"].startswith("loadgen") else r["p50_ms"]
+
+
+def latency_order(r: dict, proxy: dict) -> dict:
+    """The order physics requires of one run's medians: the client's (send to last byte in) is at least the
+    proxy's (request headers in to response end out), which is at least Envoy's upstream service time (request
+    out to the service's response headers in, whole ms, truncated). Per call each contains the next, so the same
+    rank of each does too: every median here is nearest-rank, the way ghz, h2load and loadgen compute theirs."""
+    client = client_p50_from_send(r)
+    got = {"client_p50_ms": client,
+           "proxy_p50_ms": proxy["p50_rank_us"] / 1000 if proxy else None,
+           "upstream_p50_ms": proxy.get("upstream_p50_rank_ms")}
+    known = all(v is not None for v in got.values())
+    got["holds"] = known and got["client_p50_ms"] >= got["proxy_p50_ms"] >= got["upstream_p50_ms"]
+    return got
+
+
+def order_text(r: dict) -> str:
+    o = r["latency_order"]
+    medians = (f"client {fnum(o['client_p50_ms'], 3)} ms ≥ proxy {fnum(o['proxy_p50_ms'], 3)} ms ≥ "
+               f"upstream {fnum(o['upstream_p50_ms'], 0)} ms")
+    return f"medians {medians}: {'holds' if o['holds'] else 'VIOLATED'}"
+
+
+def order_violations(rows: list[dict]) -> list[str]:
+    """One line per run whose medians are out of the order client ≥ proxy ≥ upstream, naming the run."""
+    return [f"run {r['run_id']} ({r['tool']}, {r['protocol']}): {order_text(r)}"
+            for r in rows if not r["latency_order"]["holds"]]
 
 
 def render(rows: list[dict], notes: list[str], calls: int, rate: float) -> str:
@@ -150,12 +184,22 @@ def render(rows: list[dict], notes: list[str], calls: int, rate: float) -> str:
                   "tool p50 ms from the actual send", "proxy p50 ms", "proxy p99 ms", "achieved calls/s"],
                  [[r["tool"], r["protocol"], r["calls"], r["rows"], "yes" if r["match"] else "NO",
                    fnum(r["p50_ms"]), fnum(r["p99_ms"]),
-                   fnum(r.get("send_p50_ms") if r["tool"].startswith("loadgen") else r["p50_ms"]),
+                   fnum(client_p50_from_send(r)),
                    fnum(r["proxy_p50_ms"]), fnum(r["proxy_p99_ms"]), fnum(float(r["rate"]) if r["rate"] else None, 1)]
                   for r in rows]),
            "", "loadgen's tool latency counts from the intended send time, so a late timer wake-up on a busy "
            "machine is part of it (as it would be for a real client); the column *from the actual send* "
            "(loadgen's `service_p50_ms`) is the one comparable with ghz and h2load."]
+    ordered = [r for r in rows if "latency_order" in r]  # runs recorded before the order check lack it
+    if ordered:
+        out += ["", "Per run, the medians must stand in the order physics requires: the tool's (from the actual "
+                "send, to the last byte in) ≥ the proxy's (request headers in, response end out) ≥ Envoy's upstream "
+                "service time (whole ms). All three are nearest-rank medians over the same calls.", "",
+                table(["tool", "protocol", "run id", "client p50 ms", "proxy p50 ms", "upstream p50 ms",
+                       "client ≥ proxy ≥ upstream"],
+                      [[r["tool"], r["protocol"], f"`{r['run_id']}`", fnum(o["client_p50_ms"], 3),
+                        fnum(o["proxy_p50_ms"], 3), fnum(o["upstream_p50_ms"], 0), "yes" if o["holds"] else "NO"]
+                       for r in ordered for o in [r["latency_order"]]])]
     if notes:
         out += ["", "Not run: " + "; ".join(notes) + "."]
     out += ["", "wrk is not used: it has no rate control (it sends as fast as it can) and stops on a deadline, "
@@ -164,5 +208,5 @@ def render(rows: list[dict], notes: list[str], calls: int, rate: float) -> str:
 
 
 def passed(rows: list[dict]) -> bool:
-    """Every tool's calls are the proxy's rows."""
-    return all(r["match"] for r in rows)
+    """Every tool's calls are the proxy's rows, and every run's medians stand in order."""
+    return all(r["match"] for r in rows) and not order_violations(rows)

@@ -3,7 +3,9 @@
 -- in to response end out), the run's window at the proxy, bytes per call
 -- (headers as the filter counts them and as they crossed the wire, bodies,
 -- whole-connection wire bytes), gRPC messages per call, time to first byte,
--- and Envoy's own split: upstream service time versus time in Envoy.
+-- and Envoy's own split: upstream service time versus time in Envoy. The
+-- *_rank medians are nearest-rank (the lower median), as ghz, h2load and
+-- loadgen compute theirs, so the cross-check compares like with like.
 --
 -- Parameters:
 --   {runs:Array(String)}  the run ids (warm-up calls carry <run>-warmup and are not included)
@@ -15,6 +17,7 @@ SELECT
     count()                                                  AS calls,
     countIf(http_status >= 400 OR ifNull(grpc_status, 0) != 0) AS errors,
     quantileExact(0.50)(duration_us)                         AS p50_us,
+    quantileExactLow(0.50)(duration_us)                      AS p50_rank_us,
     quantileExact(0.90)(duration_us)                         AS p90_us,
     quantileExact(0.95)(duration_us)                         AS p95_us,
     quantileExact(0.99)(duration_us)                         AS p99_us,
@@ -39,6 +42,7 @@ SELECT
     quantileExact(0.50)(ttfb_us)                             AS ttfb_p50_us,
     avg(ttfb_us)                                             AS ttfb_avg_us,
     ifNotFinite(avg(upstream_service_ms), 0)                 AS upstream_avg_ms,
+    quantileExactLow(0.50)(ifNull(upstream_service_ms, 0))   AS upstream_p50_rank_ms,
     avg(envoy_duration_ms)                                   AS envoy_avg_ms,
     avg(toInt64(envoy_duration_ms) - ifNull(upstream_service_ms, 0)) AS in_envoy_avg_ms,
     uniqExact(connection_id)                                 AS connections
