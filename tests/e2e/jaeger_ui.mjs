@@ -70,9 +70,9 @@ async function readTrace(page) {
     const kind = (markup?.className.match(/json-markup-(\w+)/) || [, "unknown"])[1];
     return [key, { value: markup ? markup.innerText.trim() : row.innerText.trim(), kind }];
   })));
-  // The screenshot shows the wirelens tags: scroll the tags table to them.
+  // The screenshot shows the wirelens tags: scroll the tags table to them (a span without them fails here).
   await page.locator(".KeyValueTable--row", { hasText: "wirelens.operation" }).first()
-    .scrollIntoViewIfNeeded({ timeout: left() }).catch(() => {});
+    .scrollIntoViewIfNeeded({ timeout: left() });
   return { spans, title, tags };
 }
 
