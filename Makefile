@@ -187,7 +187,9 @@ test: bootstrap test-unit test-e2e ## every test
 test-unit: ## unit tests of each component
 	@echo "==> filter core: cargo test"
 	@cd filters && cargo test --locked --workspace
-	@echo "==> Go: go vet, go test"
+	@echo "==> Go: gofmt, go vet, go test"
+	@unformatted=$$(gofmt -l $(patsubst ./%/...,%,$(GO_PACKAGES)) | grep -v '^services/gen/' || true); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt -w these files: $$unformatted" >&2; exit 1; fi
 	@go vet $(GO_PACKAGES) && go test $(GO_PACKAGES)
 	@echo "==> filter ABI: the built .wasm on a wasmtime proxy-wasm host"
 	@cd filters/abi && CARGO_TARGET_DIR=$(ROOT)/build/cargo-abi cargo test --release --locked

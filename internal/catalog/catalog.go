@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
-	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 	"github.com/wirelens/wirelens/internal/apierr"
+	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 )
 
 // Size is the number of products; their ids are 1..Size.

@@ -10,9 +10,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
-	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 	"github.com/wirelens/wirelens/internal/apierr"
 	"github.com/wirelens/wirelens/internal/restapi"
+	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 )
 
 var cat = New()

@@ -3,9 +3,9 @@ package grpcserver
 import (
 	"context"
 
-	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 	"github.com/wirelens/wirelens/internal/apierr"
 	"github.com/wirelens/wirelens/internal/catalog"
+	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 )
 
 // CatalogServer implements wirelensv1.CatalogServer on top of the domain logic.

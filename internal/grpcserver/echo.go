@@ -5,9 +5,9 @@ import (
 
 	"google.golang.org/grpc"
 
-	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 	"github.com/wirelens/wirelens/internal/apierr"
 	"github.com/wirelens/wirelens/internal/echo"
+	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 )
 
 // EchoServer implements wirelensv1.EchoServer on top of the domain logic.

@@ -19,12 +19,12 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 
-	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 	"github.com/wirelens/wirelens/internal/domain"
 	"github.com/wirelens/wirelens/internal/hello"
 	"github.com/wirelens/wirelens/internal/mathsvc"
 	"github.com/wirelens/wirelens/internal/ops"
 	"github.com/wirelens/wirelens/internal/people"
+	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 )
 
 // services is shared by the tests: generating the catalog takes a moment.

@@ -6,9 +6,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 	"github.com/wirelens/wirelens/internal/apierr"
 	"github.com/wirelens/wirelens/internal/people"
+	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 )
 
 // PeopleServer implements wirelensv1.PeopleServer on top of the domain logic.

@@ -17,10 +17,10 @@ import (
 	"time"
 	_ "time/tzdata" // ClickHouse names its time zone; read it even without system zoneinfo
 
-	"github.com/wirelens/wirelens/internal/chclient"
-	"github.com/wirelens/wirelens/internal/cli"
 	"github.com/wirelens/wirelens/cli/internal/report"
 	"github.com/wirelens/wirelens/cli/internal/trace"
+	"github.com/wirelens/wirelens/internal/chclient"
+	"github.com/wirelens/wirelens/internal/cli"
 )
 
 const (

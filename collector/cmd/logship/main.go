@@ -28,8 +28,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wirelens/wirelens/internal/cli"
 	"github.com/wirelens/wirelens/collector/internal/logship"
+	"github.com/wirelens/wirelens/internal/cli"
 )
 
 func main() {

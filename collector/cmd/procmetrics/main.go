@@ -37,8 +37,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/wirelens/wirelens/internal/cli"
 	"github.com/wirelens/wirelens/collector/internal/procmetrics"
+	"github.com/wirelens/wirelens/internal/cli"
 )
 
 func main() {

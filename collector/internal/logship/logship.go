@@ -128,10 +128,10 @@ type Shipper struct {
 	cfg Config
 	log *slog.Logger
 
-	f           *os.File
-	name        string // the name the open file had when opened (Path or Path+".1")
-	inode       uint64
-	offset      int64
+	f          *os.File
+	name       string // the name the open file had when opened (Path or Path+".1")
+	inode      uint64
+	offset     int64
 	fp         string // hex sha256 of the first fpLen bytes
 	fpLen      int64
 	lastReopen time.Time

@@ -10,12 +10,12 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 	"github.com/wirelens/wirelens/internal/catalog"
 	"github.com/wirelens/wirelens/internal/hello"
 	"github.com/wirelens/wirelens/internal/mathsvc"
 	"github.com/wirelens/wirelens/internal/ops"
 	"github.com/wirelens/wirelens/internal/people"
+	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 )
 
 // workload is one operation's requests and the checks of its answers. Call

@@ -18,13 +18,13 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
-	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 	"github.com/wirelens/wirelens/internal/domain"
 	"github.com/wirelens/wirelens/internal/grpcserver"
 	"github.com/wirelens/wirelens/internal/ops"
 	"github.com/wirelens/wirelens/internal/people"
 	"github.com/wirelens/wirelens/internal/restapi"
 	"github.com/wirelens/wirelens/internal/restserver"
+	wirelensv1 "github.com/wirelens/wirelens/services/gen/wirelens/v1"
 )
 
 // stack is a REST server and a gRPC server on free loopback ports, over one
