@@ -117,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  this run's calls  {jaeger_search_url(jaeger, run_id)}")
         example = one_trace["grpc-web"]
         print(f"  in the terminal:  bin/wirelens trace {example} --jaeger-url {jaeger}")
+        print("  the other stacks:  make experiments STACK=python|jvm|all   "
+              "(the same calls on FastAPI/grpcio and Spring/grpc-java, protocol versus stack)")
         print("  the stack keeps running: `make status`, `make down`")
     except (stack.StackError, clickhouse.QueryError) as exc:
         print(f"error: {exc}", file=sys.stderr)
