@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wirelens/wirelens/internal/cli/clitest"
 )
 
 func runCmd(t *testing.T, args ...string) (int, string, string) {
@@ -18,17 +19,6 @@ func runCmd(t *testing.T, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := run(context.Background(), args, &out, &errb)
 	return code, out.String(), errb.String()
-}
-
-func closedURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + l.Addr().String()
-	l.Close()
-	return url
 }
 
 func TestHelpExplainsEveryFlag(t *testing.T) {
@@ -77,7 +67,7 @@ func TestBadUsageExits2(t *testing.T) {
 }
 
 func TestUnreachableServicesExit1NamingTheURL(t *testing.T) {
-	url := closedURL(t)
+	url := clitest.ClosedURL(t)
 	code, _, errOut := runCmd(t, "report", "--clickhouse-url", url, "--queries", t.TempDir())
 	if want := "wirelens: ClickHouse is not reachable at " + url + ": connection refused\n"; code != 1 || errOut != want {
 		t.Errorf("report: exit %d, stderr %q, want %q", code, errOut, want)

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/wirelens/wirelens/internal/cli/clitest"
 )
 
 func TestQueryEncodesParametersAndDecodesResult(t *testing.T) {
@@ -82,14 +83,8 @@ func TestQueryErrorShowsClickHouseMessage(t *testing.T) {
 }
 
 func TestQueryUnreachableNamesTheURL(t *testing.T) {
-	// A port that was free a moment ago: nothing listens there.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + l.Addr().String()
-	l.Close()
-	_, err = testClickHouse(t, url).Query(context.Background(), "SELECT 1", nil)
+	url := clitest.ClosedURL(t)
+	_, err := testClickHouse(t, url).Query(context.Background(), "SELECT 1", nil)
 	var ue *UnreachableError
 	if !errors.As(err, &ue) {
 		t.Fatalf("got %v, want an UnreachableError", err)

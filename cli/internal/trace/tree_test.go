@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/wirelens/wirelens/internal/cli/clitest"
 )
 
 func loadFixture(t *testing.T) (*Trace, []byte) {
@@ -121,13 +122,8 @@ func TestFetch(t *testing.T) {
 }
 
 func TestFetchUnreachable(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + l.Addr().String()
-	l.Close()
-	_, err = (&Client{URL: url}).Fetch(context.Background(), "abc")
+	url := clitest.ClosedURL(t)
+	_, err := (&Client{URL: url}).Fetch(context.Background(), "abc")
 	want := "Jaeger is not reachable at " + url + ": connection refused"
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %q", err, want)

@@ -1,6 +1,7 @@
-// Package clitest holds the checks every long-running command's main passes:
-// it serves until its context is cancelled, answers -h with flag.ErrHelp and
-// refuses a listen address it cannot bind.
+// Package clitest holds what the commands' tests share: the checks every
+// long-running command's main passes (it serves until its context is
+// cancelled, answers -h with flag.ErrHelp and refuses a listen address it
+// cannot bind) and a URL where nothing listens.
 package clitest
 
 import (
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net"
 	"testing"
 	"time"
 )
@@ -41,4 +43,17 @@ func Server(t *testing.T, run Run) {
 			t.Fatal("bad -listen accepted")
 		}
 	})
+}
+
+// ClosedURL is an http:// URL on loopback where nothing listens: a port that
+// was free a moment ago, for the "unreachable" paths of a client.
+func ClosedURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + l.Addr().String()
+	l.Close()
+	return url
 }
