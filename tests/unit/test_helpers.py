@@ -4,11 +4,15 @@ import importlib
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 import wirelens_helpers
 from wirelens_helpers import programs
 from wirelens_helpers.ports import free_ports
+from wirelens_helpers.wait import WaitTimeout, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,3 +58,48 @@ def test_one_free_ports_and_one_ports_file_reader():
 def test_free_ports_are_distinct():
     ports = free_ports(20)
     assert len(set(ports)) == 20
+
+
+def test_wait_for_returns_the_probes_value_once_done():
+    answers = iter([0, 0, 7])
+    assert wait_for("the third answer", lambda: next(answers), interval_s=0.01) == 7
+    answers = iter([1, 2, 3])
+    assert wait_for("an answer above 2", lambda: next(answers), lambda n: n > 2, interval_s=0.01) == 3
+
+
+def test_wait_for_fails_naming_what_was_missing_the_last_value_and_the_state():
+    with pytest.raises(WaitTimeout) as failed:
+        wait_for("the answer", lambda: "", timeout_s=0.2, interval_s=0.01, state=lambda: "queue: 3 pending")
+    assert isinstance(failed.value, AssertionError)
+    assert str(failed.value) == "timed out after 0.2s waiting for the answer; last seen: ''; queue: 3 pending"
+    assert failed.value.last_seen == ""
+
+
+def test_wait_for_gives_up_when_a_watched_process_exits():
+    process = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    started = time.monotonic()
+    with pytest.raises(WaitTimeout, match=rf"gave up waiting for the server: python\S* \(pid {process.pid}\) "
+                                          "exited with code 3; last seen: False"):
+        wait_for("the server", lambda: False, timeout_s=60, interval_s=0.01, processes=[process])
+    assert time.monotonic() - started < 30, "it waited for the deadline instead of the process"
+
+
+def test_wait_for_counts_the_exceptions_it_is_told_to_retry_as_not_yet():
+    answers = iter([ConnectionRefusedError("not yet"), "up"])
+
+    def server():
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert wait_for("the server", server, interval_s=0.01, retry_on=(OSError,)) == "up"
+    with pytest.raises(WaitTimeout, match=r"last seen: ConnectionRefusedError\('not yet'\)"):
+        wait_for("the server", lambda: server_refusing(), timeout_s=0.05, interval_s=0.01, retry_on=(OSError,))
+    with pytest.raises(ZeroDivisionError):
+        wait_for("the server", lambda: 1 / 0, interval_s=0.01, retry_on=(OSError,))
+
+
+def server_refusing():
+    raise ConnectionRefusedError("not yet")
+

@@ -4,6 +4,8 @@
     clickhouse  statements over ClickHouse's HTTP interface (query parameters,
                 never spliced), saved query texts, report windows
     settings    the local stack's settings file (deploy/local/ports.env)
+    wait        wait_for: poll under a deadline, fail naming what was missing,
+                the last value seen, and a watched process that died
     programs    the checkout's Python programs importable by module name
                 (`import stack`, `import render`, ...): one table of where
                 each lives, instead of sys.path edits in every script
