@@ -45,6 +45,7 @@ import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: 
 from benchlib import CLK_TCK, ROOT  # noqa: E402
 
 import stack  # noqa: E402
+from wirelens_helpers.wait import WaitTimeout, wait_for  # noqa: E402
 
 LOADGEN = ROOT / "bin" / "loadgen"
 REPORT_CSS = ROOT / "cli" / "internal" / "report" / "report.css"
@@ -215,14 +216,6 @@ def traffic_running(streams: list[dict]) -> bool:
 # ---------------------------------------------------------------- crashes
 
 
-def wait_for(what: str, probe, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not probe():
-        if time.monotonic() > deadline:
-            raise stack.StackError(f"timed out after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(0.2)  # polling interval under a deadline
-
-
 def healthy(settings: dict[str, str], name: str) -> bool:
     return bool(stack.read_pid(settings, name)) and stack.component_named(name).ready(settings)()
 
@@ -236,8 +229,8 @@ def crash_and_recover(settings: dict[str, str], target: str, down_s: float) -> s
         os.kill(engine, signal.SIGKILL)
         # The supervisor notices within a second and starts a new engine (its own back-off).
         wait_for("a new ClickHouse engine process",
-                 lambda: clickhouse_engine_pid(settings) not in (None, engine), 60)
-        wait_for("ClickHouse answering again", lambda: healthy(settings, "clickhouse"), 90)
+                 lambda: clickhouse_engine_pid(settings) not in (None, engine), timeout_s=60, interval_s=0.2)
+        wait_for("ClickHouse answering again", lambda: healthy(settings, "clickhouse"), timeout_s=90, interval_s=0.2)
         return f"engine pid {engine} killed, new engine pid {clickhouse_engine_pid(settings)}"
     killed = stack.kill(target, settings)
     time.sleep(down_s)  # the outage itself: the component stays down while calls keep coming
@@ -279,17 +272,17 @@ def duplicates(settings: dict[str, str], run_id: str) -> tuple[int, int]:
 
 def wait_for_rows(settings: dict[str, str], run_id: str, calls: int, timeout_s: float) -> tuple[int, str]:
     """Poll until the run has `calls` rows (or the deadline); returns the rows and, if short, where records are."""
-    deadline = time.monotonic() + timeout_s
-    rows = 0
-    while time.monotonic() < deadline:
+    def rows() -> int:
         try:
-            rows = sum(rows_by_stream(settings, run_id).values())
+            return sum(rows_by_stream(settings, run_id).values())
         except stack.StackError:
-            rows = 0  # ClickHouse still restarting: ask again
-        if rows >= calls:
-            return rows, ""
-        time.sleep(1)  # polling interval under a deadline
-    return rows, f"after {timeout_s:.0f}s: {rows} of {calls} rows; logship: {stack.logship_progress(settings)}"
+            return 0  # ClickHouse still restarting: ask again
+    try:
+        return wait_for(f"{calls} rows of run {run_id}", rows, lambda n: n >= calls, timeout_s=timeout_s,
+                        interval_s=1), ""
+    except WaitTimeout as short:
+        return short.last_seen, (f"after {timeout_s:.0f}s: {short.last_seen} of {calls} rows; "
+                                 f"logship: {stack.logship_progress(settings)}")
 
 
 def slope_mib_per_min(points: list[tuple[float, float]]) -> float:
@@ -512,7 +505,7 @@ def soak(args: argparse.Namespace) -> int:
             t_kill = round(time.monotonic() - t0, 1)
             try:
                 what = crash_and_recover(settings, target, args.down_seconds)
-            except stack.StackError as exc:
+            except (stack.StackError, WaitTimeout) as exc:
                 problems.append(f"{target} at {t_kill:.0f} s did not recover: {exc}")
                 log(problems[-1])
                 break

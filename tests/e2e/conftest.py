@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -21,18 +20,6 @@ ARTIFACTS = ROOT / "test-artifacts"
 
 
 from wirelens_helpers.ports import free_ports  # noqa: E402, F401  (the tests import it from here)
-
-
-def poll(what: str, fetch, done, timeout_s: float = 60.0, interval_s: float = 0.25):
-    """Call fetch() until done(value); on timeout fail naming what was missing and the last value."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = fetch()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}; last seen: {value!r}")
-        time.sleep(interval_s)  # polling interval under a deadline
 
 
 def jaeger_trace(jaeger: str, trace_id: str) -> dict | None:

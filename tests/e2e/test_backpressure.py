@@ -21,7 +21,6 @@ from __future__ import annotations
 import re
 import subprocess
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -29,6 +28,7 @@ import pytest
 
 from conftest import ROOT, rows, stack, stack_on_free_ports
 from test_zero_loss import SteadyTraffic, counts
+from wirelens_helpers.wait import wait_for
 
 ROTATE_BYTES = 32 << 10
 MAX_BYTES = 128 << 10
@@ -78,17 +78,6 @@ class DiskSampler:
         return self.peak
 
 
-def wait_for(what: str, probe, timeout_s: float = DEADLINE_S, state=lambda: "", interval_s: float = 0.2):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what} {state()}")
-        time.sleep(interval_s)  # polling interval under a deadline
-
-
 def test_clickhouse_down_past_the_caps_drops_are_counted_exactly_and_shown(capped_stack):
     settings, run_id = capped_stack, f"e2e-bp-{uuid.uuid4().hex[:8]}"
     stack.stop("clickhouse", settings)
@@ -99,8 +88,8 @@ def test_clickhouse_down_past_the_caps_drops_are_counted_exactly_and_shown(cappe
     assert sent == CALLS
 
     # Everything Envoy wrote is either waiting in the capped file or counted as dropped.
-    progress = wait_for("logship to drop past its cap", lambda: (p := stack.logship_progress(settings))
-                        and p["records_dropped"] > 0 and p, state=lambda: stack.logship_progress(settings))
+    progress = wait_for("logship to drop past its cap", lambda: stack.logship_progress(settings),
+                        lambda progress: progress["records_dropped"] > 0, timeout_s=DEADLINE_S, interval_s=0.2)
     peak = sampler.stop()
     record_bytes = progress["bytes_dropped"] / progress["records_dropped"]
     slack = 2 * RATE * record_bytes
@@ -120,8 +109,8 @@ def test_clickhouse_down_past_the_caps_drops_are_counted_exactly_and_shown(cappe
         arrived = sum(counts(settings, run_id).values())
         return progress["pending_bytes"] == 0 and arrived + progress["records_dropped"] == CALLS and \
             (arrived, progress["records_dropped"])
-    arrived, dropped = wait_for(f"rows + drops == {CALLS}", accounted, state=lambda: (
-        sum(counts(settings, run_id).values()), stack.logship_progress(settings)))
+    arrived, dropped = wait_for(f"rows + drops == {CALLS}", accounted, timeout_s=DEADLINE_S, interval_s=0.2,
+                                state=lambda: (sum(counts(settings, run_id).values()), stack.logship_progress(settings)))
     assert dropped > 0 and arrived > 0, (arrived, dropped)
     (total, distinct), = rows(settings, f"SELECT count(), uniqExact(request_id) FROM wirelens.requests FINAL "
                                         f"WHERE run_id = '{run_id}'")
@@ -153,5 +142,5 @@ def test_clickhouse_down_past_the_caps_drops_are_counted_exactly_and_shown(cappe
         assert out.returncode == 0, out.stderr
         seen[:] = [line for line in out.stdout.splitlines() if line.startswith("# dropped: ")]
         return bool(seen) and seen[0].startswith(expected)
-    wait_for(f"the report's line {expected!r}", report_shows_the_count, state=lambda: f"(last seen: {seen})",
-             interval_s=2.0)  # a report runs every query: poll it gently
+    wait_for(f"the report's line {expected!r}", report_shows_the_count, timeout_s=DEADLINE_S, interval_s=2.0,
+             state=lambda: f"the report's lines: {seen}")  # a report runs every query: poll it gently

@@ -149,7 +149,7 @@ class H2Client:
         try:
             data = self.sock.recv(65536)
         except TimeoutError:
-            return []  # wait_for's deadline says what was missing
+            return []  # receive_until's deadline says what was missing
         except (ConnectionResetError, BrokenPipeError):
             data = b""
         if not data:
@@ -180,7 +180,7 @@ class H2Client:
             self.conn.end_stream(stream_id)
             self.flush()
 
-    def wait_for(self, done, what: str) -> None:
+    def receive_until(self, done, what: str) -> None:
         deadline = time.monotonic() + DEADLINE_S
         while not done():
             if self.closed:
@@ -196,7 +196,7 @@ class H2Client:
         """A PING and its ACK: Envoy has read everything written before it (unless it closed)."""
         self.conn.ping(b"wl-sync!")
         self.flush()
-        self.wait_for(lambda: any(isinstance(e, h2.events.PingAckReceived) and e.ping_data == b"wl-sync!"
+        self.receive_until(lambda: any(isinstance(e, h2.events.PingAckReceived) and e.ping_data == b"wl-sync!"
                                   for e in self.events), "the ACK of a PING")
 
     def reset_and_sync(self, stream_id: int) -> None:
@@ -229,19 +229,19 @@ def h2_exchange(port: int, case: BadInput, headers, ending: str) -> Outcome:
     client = H2Client(port)
     try:
         # Envoy's SETTINGS first: its windows and frame size decide how the body is cut.
-        client.wait_for(lambda: client.seen(h2.events.RemoteSettingsChanged), "SETTINGS from Envoy")
+        client.receive_until(lambda: client.seen(h2.events.RemoteSettingsChanged), "SETTINGS from Envoy")
         sid = client.conn.get_next_available_stream_id()
         client.conn.send_headers(sid, headers, end_stream=not case.body and ending == "end")
         client.flush()
         if ending == "end":
             if case.body:
                 client.send_body(sid, case.body, end_stream=True)
-            client.wait_for(lambda: client.stream_over(sid), "end of the response")
+            client.receive_until(lambda: client.stream_over(sid), "end of the response")
         elif ending == "trailers":
             client.send_body(sid, case.body, end_stream=False)
             client.conn.send_headers(sid, [(b"x-client-trailer", b"1")], end_stream=True)
             client.flush()
-            client.wait_for(lambda: client.stream_over(sid), "end of the response")
+            client.receive_until(lambda: client.stream_over(sid), "end of the response")
         elif ending == "reset_mid_request":
             client.send_body(sid, case.body, end_stream=False)
             client.reset_and_sync(sid)
@@ -249,7 +249,7 @@ def h2_exchange(port: int, case: BadInput, headers, ending: str) -> Outcome:
             client.send_body(sid, case.body, end_stream=False)
         elif ending == "reset_mid_response":
             client.send_body(sid, case.body, end_stream=True)
-            client.wait_for(lambda: client.seen(h2.events.DataReceived, sid), "the first response data")
+            client.receive_until(lambda: client.seen(h2.events.DataReceived, sid), "the first response data")
             client.reset_and_sync(sid)
         statuses = [int(dict(e.headers)[b":status"]) for e in client.events
                     if isinstance(e, h2.events.ResponseReceived) and e.stream_id == sid]
@@ -264,7 +264,7 @@ def h2_rapid_reset(port: int, case: BadInput, headers, raw: bytes) -> Outcome:
     """case.rows streams opened (HEADERS with END_STREAM) and reset at once, in one write."""
     client = H2Client(port)
     try:
-        client.wait_for(lambda: client.seen(h2.events.RemoteSettingsChanged), "SETTINGS from Envoy")
+        client.receive_until(lambda: client.seen(h2.events.RemoteSettingsChanged), "SETTINGS from Envoy")
         for _ in range(case.rows):
             sid = client.conn.get_next_available_stream_id()
             client.conn.send_headers(sid, headers, end_stream=True)

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ARTIFACTS, ROOT, poll, rows, stack
+from conftest import ARTIFACTS, ROOT, rows
+from wirelens_helpers.wait import wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 WEB_SRC = ROOT / "services" / "web"
@@ -111,8 +112,8 @@ def test_browser_page_calls_land_in_clickhouse(local_stack):
         found = seen()
         return [key for key in expected if key not in found]
 
-    poll(f"a row of run {run_id} in wirelens.requests for each (protocol, operation); still without one",
-         without_rows, lambda keys: not keys, timeout_s=CLICKHOUSE_DEADLINE_S)
+    wait_for(f"a row of run {run_id} in wirelens.requests for each (protocol, operation); still without one",
+             without_rows, lambda keys: not keys, timeout_s=CLICKHOUSE_DEADLINE_S)
     # Reached: now it must be exact, nothing extra and no duplicates.
     found = seen()
     assert found == expected, (

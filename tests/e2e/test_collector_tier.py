@@ -28,8 +28,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ARTIFACTS, ROOT, free_ports, rows, stack
-from test_zero_loss import SteadyTraffic, counts, wait_for
+from conftest import ARTIFACTS, free_ports, rows, stack
+from test_zero_loss import SteadyTraffic, counts
+from wirelens_helpers.wait import wait_for
 
 import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import tier as collector_tier  # noqa: E402  (collector/tier.py)
@@ -85,21 +86,11 @@ def tier_state(tier, run_id: str) -> str:
 
 
 def expect_exactly(tier, run_id: str, expected: dict[str, int]) -> float:
-    """Poll until every call has its row (deadline), then require exactly that; returns the seconds it took."""
+    """Wait until every call has its row, then require exactly that; returns the seconds it took."""
     settings, t0 = tier.stack_settings, time.monotonic()
-    seen: dict[str, int] = {}
-    while time.monotonic() - t0 < DRAIN_DEADLINE_S:
-        try:
-            seen = counts(settings, run_id)
-        except stack.StackError:
-            seen = {}
-        if all(seen.get(p, 0) >= n for p, n in expected.items()):
-            break
-        time.sleep(0.25)  # polling interval under a deadline
-    else:
-        missing = {p: n - seen.get(p, 0) for p, n in expected.items() if seen.get(p, 0) < n}
-        pytest.fail(f"after {DRAIN_DEADLINE_S:.0f}s run {run_id} has {seen}, expected {expected}: "
-                    f"missing {missing}\n  {tier_state(tier, run_id)}")
+    wait_for(f"a row for each call of run {run_id}: {expected}", lambda: counts(settings, run_id),
+             lambda seen: all(seen.get(p, 0) >= n for p, n in expected.items()), timeout_s=DRAIN_DEADLINE_S,
+             retry_on=(stack.StackError,), state=lambda: tier_state(tier, run_id))
     waited = time.monotonic() - t0
     assert counts(settings, run_id) == expected, tier_state(tier, run_id)
     (total, distinct), = rows(settings, "SELECT count(), uniqExact(request_id) FROM wirelens.requests FINAL "
@@ -184,7 +175,7 @@ def test_gateway_killed_mid_run_every_call_is_one_row(tier):
     # The restarted gateway delivered its share: what waited for it in the agent's queue (and in its own).
     assert sent_to_clickhouse(tier, victim) > 0, tier_state(tier, run_id)
     wait_for("the agent's persistent queue empty",
-             lambda: collector_tier.records_handled(tier, collector_tier.AGENT).get("queue_size") == 0)
+             lambda: collector_tier.records_handled(tier, collector_tier.AGENT).get("queue_size") == 0, timeout_s=30)
     record("gateway_killed", {
         "calls": n, "rows": sum(counts(settings, run_id).values()), "otel_logs_rows": raw, "request_ids": distinct,
         "records_to_clickhouse_before_kill": {g: int(v) for g, v in before_kill.items()},

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from conftest import ARTIFACTS, ROOT, free_ports, poll, rows, stack
+from conftest import ARTIFACTS, free_ports, rows, stack
+from wirelens_helpers.wait import wait_for
 from test_inject import call, check_rows_and_spans
 from test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REPLY, counts_by_protocol, traceparent
 
@@ -158,17 +159,17 @@ def test_policy_change_on_disk_takes_effect_without_restarting_anything(envoy_ga
         t0 = time.monotonic()
         edit_policy(settings, sample_rate)
         # The known point: the active listener's wasm filter runs the new plugin configuration.
-        poll(f"Envoy running the wirelens filter with sample_rate {sample_rate}",
-             lambda: (gateway.active_plugin_config(settings) or {}).get("sample_rate"),
-             lambda seen: seen == sample_rate, timeout_s=60, interval_s=0.1)
+        wait_for(f"Envoy running the wirelens filter with sample_rate {sample_rate}",
+                 lambda: (gateway.active_plugin_config(settings) or {}).get("sample_rate"),
+                 lambda seen: seen == sample_rate, timeout_s=60, interval_s=0.1)
         print(f"sample_rate {sample_rate}: live after {time.monotonic() - t0:.1f}s", file=sys.stderr)
         rest_calls(settings, f"{run}-{phase}", n)
 
     # Envoy logs every call; the filter measured only those made while sampling was on.
     for phase in ("unsampled", "sampled"):
-        poll(f"{n} access-log records of {run}-{phase} in otel.otel_logs",
-             lambda: logged_calls(settings, f"{run}-{phase}"), lambda seen: seen >= n)
-    poll(f"{n} rows of {run}-sampled", lambda: measured_calls(settings, f"{run}-sampled"), lambda seen: seen >= n)
+        wait_for(f"{n} access-log records of {run}-{phase} in otel.otel_logs",
+                 lambda: logged_calls(settings, f"{run}-{phase}"), lambda seen: seen >= n)
+    wait_for(f"{n} rows of {run}-sampled", lambda: measured_calls(settings, f"{run}-sampled"), lambda seen: seen >= n)
     assert measured_calls(settings, f"{run}-unsampled") == 0
     assert measured_calls(settings, f"{run}-sampled") == n
     assert logged_calls(settings, f"{run}-unsampled") == n
@@ -201,10 +202,10 @@ def test_wirelens_stays_first_when_a_policy_adds_a_filter_envoy_gateway_puts_ahe
     names = lambda: [f["name"] for f in gateway.http_filters(settings)]  # noqa: E731
     manifests.write_atomic(path, CORS_POLICY)
     try:
-        chain = poll("the CORS filter in the gateway's listener", names,
-                     lambda seen: "envoy.filters.http.cors" in seen, timeout_s=60, interval_s=0.1)
+        chain = wait_for("the CORS filter in the gateway's listener", names,
+                         lambda seen: "envoy.filters.http.cors" in seen, timeout_s=60, interval_s=0.1)
         assert chain[0].startswith("envoy.filters.http.wasm/") and chain.index("envoy.filters.http.cors") == 1, chain
     finally:
         path.unlink()
-    poll("the CORS filter gone again", names, lambda seen: "envoy.filters.http.cors" not in seen,
-         timeout_s=60, interval_s=0.1)
+    wait_for("the CORS filter gone again", names, lambda seen: "envoy.filters.http.cors" not in seen,
+             timeout_s=60, interval_s=0.1)

@@ -13,9 +13,8 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
 
-from conftest import ROOT, stack
+from conftest import stack
 
 import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import experiments  # noqa: E402

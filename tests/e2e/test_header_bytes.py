@@ -45,7 +45,8 @@ import h2.events
 import pytest
 from hyperframe.frame import ContinuationFrame, DataFrame, Frame, HeadersFrame
 
-from conftest import poll, stack, stack_on_free_ports
+from conftest import stack, stack_on_free_ports
+from wirelens_helpers.wait import wait_for
 
 # What the connection manager adds before the filter: x-request-id (a UUID's
 # 36 characters) and x-forwarded-proto: http.
@@ -308,7 +309,7 @@ def cases(header_stack) -> dict[str, Case]:
                                                f"SETTINGS output_format_json_quote_64bit_integers = 0")
         return {row.pop("run_id")[len(prefix) + 1:]: row for row in map(json.loads, out.splitlines())}
 
-    seen = poll(f"{len(found)} rows of run ids {prefix}-*", fetch, lambda rows: len(rows) >= len(found))
+    seen = wait_for(f"{len(found)} rows of run ids {prefix}-*", fetch, lambda rows: len(rows) >= len(found))
     assert sorted(seen) == sorted(found), f"rows {sorted(seen)}, calls {sorted(found)}"
     for name, case in found.items():
         case.row = seen[name]

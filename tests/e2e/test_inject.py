@@ -34,7 +34,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from conftest import ROOT, free_ports, jaeger_trace, poll, rows, stack
+from conftest import ROOT, free_ports, jaeger_trace, rows, stack
+from wirelens_helpers.wait import wait_for
 from test_local_stack import HELLO_REQUEST, REST_REQUEST, grpc_frame, traceparent, varint
 
 USER_CONFIGS = ROOT / "tests" / "e2e" / "user_configs"
@@ -262,8 +263,8 @@ def check_rows_and_spans(settings, case: dict, run_id: str, expected: dict) -> N
     columns = ("trace_id, protocol, operation, rpc_service, rpc_method, request_body_bytes, response_body_bytes, "
                "request_messages, response_messages, grpc_status, http_status")
     query = f"SELECT {columns} FROM wirelens.requests FINAL WHERE run_id = '{run_id}' ORDER BY trace_id"
-    poll(f"{len(expected)} rows of run {run_id}", lambda: rows(settings, query),
-         lambda seen: len(seen) >= len(expected))
+    wait_for(f"{len(expected)} rows of run {run_id}", lambda: rows(settings, query),
+             lambda seen: len(seen) >= len(expected))
     got = {row[0]: row[1:] for row in rows(settings, query)}
     assert len(rows(settings, query)) == len(expected), "more rows than calls"
     for trace_id, (protocol, answer) in expected.items():
@@ -275,8 +276,8 @@ def check_rows_and_spans(settings, case: dict, run_id: str, expected: dict) -> N
 
     tracer_service = "edge-proxy" if case["name"] == "otel-tracing" else "wirelens-envoy"
     for trace_id, (protocol, answer) in expected.items():
-        tags, service = poll(f"the span of the {protocol} call {trace_id} in Jaeger",
-                             lambda: wirelens_span(jaeger_trace(f"http://127.0.0.1:{settings['WIRELENS_JAEGER_QUERY_PORT']}", trace_id)), lambda found: found is not None)
+        tags, service = wait_for(f"the span of the {protocol} call {trace_id} in Jaeger",
+                                 lambda: wirelens_span(jaeger_trace(f"http://127.0.0.1:{settings['WIRELENS_JAEGER_QUERY_PORT']}", trace_id)), lambda found: found is not None)
         assert service == tracer_service
         assert tags["wirelens.protocol"] == protocol and tags["wirelens.operation"] == "hello.SayHello"
         assert tags["http.request.body.size"] == answer.request_body_bytes
@@ -345,8 +346,8 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, tm
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         # The known point: Envoy has taken the new resource.
-        poll(f"{reload_stat} > {reloads} after --update-ecds {' '.join(flags)}", lambda: envoy.stat(reload_stat),
-             lambda seen: seen > reloads, timeout_s=30)
+        wait_for(f"{reload_stat} > {reloads} after --update-ecds {' '.join(flags)}", lambda: envoy.stat(reload_stat),
+                 lambda seen: seen > reloads, timeout_s=30)
 
     upgraded = tmp_path / "wirelens_filter-upgraded.wasm"
     upgraded.write_bytes(with_custom_section(WASM.read_bytes(), "wirelens.build", run.encode()))
@@ -370,8 +371,8 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, tm
         want = [[f"{run}-map", "hello.SayHello", str(per_phase)], [f"{run}-no-map", "unknown", str(per_phase)],
                 [f"{run}-upgraded", "hello.SayHello", str(per_phase)]]
         # Envoy batches access-log records: it runs until they have arrived.
-        poll(f"the rows of the ECDS phases of run {run}", lambda: rows(settings, query),
-             lambda seen: sum(int(r[2]) for r in seen) >= 3 * per_phase)
+        wait_for(f"the rows of the ECDS phases of run {run}", lambda: rows(settings, query),
+                 lambda seen: sum(int(r[2]) for r in seen) >= 3 * per_phase)
         assert rows(settings, query) == want
     finally:
         background.stopping.set()

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ARTIFACTS, ROOT, jaeger_trace, poll, rows, stack, stack_on_free_ports
+from conftest import ARTIFACTS, ROOT, jaeger_trace, rows, stack, stack_on_free_ports
+from wirelens_helpers.wait import wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCRIPT = Path(__file__).with_name("jaeger_ui.mjs")
@@ -92,9 +93,9 @@ def calls(tmp_path_factory):
         failed = uuid.uuid4().hex
         grpc_web_not_found(settings, run_id, failed)
         n = len(PROTOCOLS) * CALLS + 1
-        poll(f"{n} rows of run {run_id} in wirelens.requests",
-             lambda: rows(settings, f"SELECT count() FROM wirelens.requests FINAL WHERE run_id = '{run_id}'"),
-             lambda r: int(r[0][0]) >= n)
+        wait_for(f"{n} rows of run {run_id} in wirelens.requests",
+                 lambda: rows(settings, f"SELECT count() FROM wirelens.requests FINAL WHERE run_id = '{run_id}'"),
+                 lambda r: int(r[0][0]) >= n)
         yield {"settings": settings, "run_id": run_id, "trace_ids": trace_ids, "failed": failed,
                "jaeger": f"http://127.0.0.1:{settings['WIRELENS_JAEGER_QUERY_PORT']}"}
 
@@ -182,7 +183,7 @@ def test_search_page_finds_the_runs_calls_by_tag(calls):
 def test_a_trace_survives_a_jaeger_restart(calls):
     settings, jaeger = calls["settings"], calls["jaeger"]
     trace_id = calls["trace_ids"]["rest"][0]
-    poll(f"trace {trace_id} in Jaeger before the restart", lambda: jaeger_trace(jaeger, trace_id), lambda t: t is not None)
+    wait_for(f"trace {trace_id} in Jaeger before the restart", lambda: jaeger_trace(jaeger, trace_id), lambda t: t is not None)
     storage = Path(settings["WIRELENS_JAEGER_STORAGE_DIR"])
     assert storage.is_relative_to(settings["WIRELENS_STATE_DIR"]) and any(storage.rglob("*")), storage
 
@@ -190,8 +191,8 @@ def test_a_trace_survives_a_jaeger_restart(calls):
     assert jaeger_trace(jaeger, trace_id) is None, "Jaeger still answers after its stop"
     assert stack.start_one("jaeger", settings).startswith("pid "), "Jaeger did not start again"
 
-    trace = poll(f"trace {trace_id} in Jaeger after its restart", lambda: jaeger_trace(jaeger, trace_id),
-                 lambda t: t is not None, timeout_s=30)
+    trace = wait_for(f"trace {trace_id} in Jaeger after its restart", lambda: jaeger_trace(jaeger, trace_id),
+                     lambda t: t is not None, timeout_s=30)
     (span,) = trace["spans"]
     assert span["operationName"] == "hello.SayHello", span
     tags = {t["key"]: t for t in span["tags"]}

@@ -15,7 +15,8 @@ import uuid
 
 import grpc
 
-from conftest import ROOT, poll, rows
+from conftest import ROOT, rows
+from wirelens_helpers.wait import wait_for
 from test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REPLY, REST_REQUEST, STACK_HEADER, protocols_for
 
 CALLS = 3
@@ -64,7 +65,7 @@ def test_jvm_pair_rows_and_sizes_are_the_go_pairs(local_stack):
             settings, "SELECT stack, operation, protocol, count() FROM wirelens.requests FINAL "
                       f"WHERE run_id = '{run_id}' GROUP BY stack, operation, protocol")}
 
-    poll(f"{sum(expected.values())} rows of run {run_id}", seen, lambda s: sum(s.values()) >= sum(expected.values()))
+    wait_for(f"{sum(expected.values())} rows of run {run_id}", seen, lambda s: sum(s.values()) >= sum(expected.values()))
     assert seen() == expected
     failures = rows(settings, "SELECT stack, operation, protocol, http_status, grpc_status FROM wirelens.requests "
                               f"FINAL WHERE run_id = '{run_id}' AND (http_status != 200 OR ifNull(grpc_status, 0) != 0 "

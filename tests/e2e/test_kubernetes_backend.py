@@ -20,14 +20,14 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
 from conftest import free_ports
+from wirelens_helpers import clickhouse
+from wirelens_helpers.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "bin"
@@ -55,9 +55,10 @@ STOCK_USERS = """<clickhouse>
 CLIENT_STANDIN = """#!{python}
 # clickhouse-client stand-in for the schema script: --query or --multiquery
 # (statements on stdin) over ClickHouse's HTTP interface.
-import argparse, sys, urllib.error, urllib.request
+import argparse, sys
 import wirelens_helpers  # the checkout's programs by module name
 import stack
+from wirelens_helpers.clickhouse import QueryError, post
 p = argparse.ArgumentParser()
 p.add_argument("--host"); p.add_argument("--port"); p.add_argument("--query"); p.add_argument("--multiquery", action="store_true")
 a = p.parse_args()
@@ -65,41 +66,14 @@ assert a.host == "127.0.0.1" and a.port == {tcp_port!r}, (a.host, a.port)
 statements = [a.query] if a.query else stack.split_sql(sys.stdin.read())
 for statement in statements:
     try:
-        with urllib.request.urlopen(urllib.request.Request({http!r}, data=statement.encode())) as r:
-            sys.stdout.write(r.read().decode())
-    except urllib.error.HTTPError as e:
-        sys.stderr.write(e.read().decode()); sys.exit(1)
-    except OSError as e:
+        sys.stdout.write(post({http!r}, statement))
+    except QueryError as e:
         sys.stderr.write(str(e)); sys.exit(1)
 """
 
 
 def find(docs: list[dict], kind: str, prefix: str) -> dict:
     return next(d for d in docs if d["kind"] == kind and d["metadata"]["name"].startswith(prefix))
-
-
-def query(http_port: int, sql: str, user: str = "default", password: str = "") -> str:
-    request = urllib.request.Request(f"http://127.0.0.1:{http_port}/", data=sql.encode(),
-                                     headers={"X-ClickHouse-User": user, "X-ClickHouse-Key": password})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return response.read().decode()
-
-
-def wait_for(what: str, probe, logs: list[Path], procs: list[subprocess.Popen] = ()) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        if any(proc.poll() is not None for proc in procs):
-            break  # something it depends on has exited: no point waiting
-        try:
-            if probe():
-                return
-        except (OSError, urllib.error.URLError):
-            pass
-        time.sleep(0.2)  # polling interval while waiting on a deadline
-    tails = "\n".join(f"--- {log.name}\n{log.read_text()[-3000:]}" for log in logs if log.exists())
-    exited = [f"{proc.args[0]} exited with {proc.returncode}" for proc in procs if proc.poll() is not None]
-    why = f"gave up: {', '.join(exited)}" if exited else f"not within {DEADLINE_S}s"
-    raise AssertionError(f"{what}: {why}\n{tails}")
 
 
 @pytest.fixture
@@ -129,7 +103,17 @@ def test_cluster_configs_carry_a_record_into_wirelens_requests(tmp_path, process
     password = base64.b64decode(find(docs, "Secret", "wirelens-clickhouse")["data"]["collector-password"]).decode()
     clickhouse_config = find(docs, "ConfigMap", "clickhouse-config")["data"]
     tcp_port, http_port, otlp_port, health_port, metrics_port, nobody_port = free_ports(6)
+    clickhouse_url = f"http://127.0.0.1:{http_port}"
     logs: list[Path] = []
+
+    def query(sql: str, **credentials: str) -> str:
+        return clickhouse.post(clickhouse_url, sql, timeout=10, **credentials)
+
+    def wait_for_it(what: str, probe) -> None:
+        # Not there yet: ClickHouse not answering or refusing (OSError: a log not written yet).
+        wait_for(what, probe, timeout_s=DEADLINE_S, interval_s=0.2, processes=processes,
+                 retry_on=(clickhouse.QueryError, OSError), state=lambda: "\n".join(
+                     f"--- {log.name}\n{log.read_text()[-3000:]}" for log in logs if log.exists()))
 
     # ClickHouse with the cluster's users (users.d/wirelens-users.xml over the stock users.xml).
     run_dir = tmp_path / "clickhouse"
@@ -151,10 +135,10 @@ def test_cluster_configs_carry_a_record_into_wirelens_requests(tmp_path, process
          "--data-dir", str(run_dir / "data")],
         cwd=run_dir, env={**os.environ, **ch_env}, stdout=log.open("w"), stderr=subprocess.STDOUT,
         start_new_session=True))
-    wait_for("ClickHouse answers", lambda: query(http_port, "SELECT 1").strip() == "1", logs, processes)
-    assert query(http_port, "SELECT currentUser()", "collector", password).strip() == "collector"
-    with pytest.raises(urllib.error.HTTPError):
-        query(http_port, "SELECT 1", "collector", "not-the-password")
+    wait_for_it("ClickHouse answers", lambda: query("SELECT 1").strip() == "1")
+    assert query("SELECT currentUser()", user="collector", password=password).strip() == "collector"
+    with pytest.raises(clickhouse.QueryError, match="AUTHENTICATION_FAILED|password is incorrect"):
+        query("SELECT 1", user="collector", password="not-the-password")
 
     # The Collector: the pod's --config files, environment and Secret; listeners on free loopback ports.
     deployment = find(docs, "Deployment", "otel-collector")["spec"]["template"]["spec"]
@@ -189,8 +173,8 @@ def test_cluster_configs_carry_a_record_into_wirelens_requests(tmp_path, process
     processes.append(subprocess.Popen([str(BIN / "otelcol-wirelens"), *args, f"--config={loopback}"],
                                       env={**clean, **env}, stdout=log.open("w"), stderr=subprocess.STDOUT,
                                       start_new_session=True))
-    wait_for("the Collector's exporter creates otel.otel_logs",
-             lambda: query(http_port, "EXISTS TABLE otel.otel_logs").strip() == "1", logs, processes)
+    wait_for_it("the Collector's exporter creates otel.otel_logs",
+                lambda: query("EXISTS TABLE otel.otel_logs").strip() == "1")
 
     # The schema container's script, with the wirelens-schema ConfigMap.
     schema_dir = tmp_path / "schema"
@@ -210,9 +194,8 @@ def test_cluster_configs_carry_a_record_into_wirelens_requests(tmp_path, process
         ["bash", str(script)], stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
         env={**clean, "PATH": f"{standin.parent}:{os.environ['PATH']}", "WIRELENS_SCHEMA_DIR": str(schema_dir),
              "WIRELENS_CLICKHOUSE_TCP_PORT": str(tcp_port), "WIRELENS_REQUESTS_TTL_DAYS": "7"}))
-    wait_for("the schema script applies queries/schema", lambda: "schema: applied" in log.read_text(), logs,
-             processes)
-    assert "toIntervalDay(7)" in query(http_port, "SHOW CREATE TABLE wirelens.requests")
+    wait_for_it("the schema script applies queries/schema", lambda: "schema: applied" in log.read_text())
+    assert "toIntervalDay(7)" in query("SHOW CREATE TABLE wirelens.requests")
 
     # One access-log record, as Envoy writes it (the filter's short names),
     # through logship and the Collector.
@@ -237,5 +220,5 @@ def test_cluster_configs_carry_a_record_into_wirelens_requests(tmp_path, process
     sql = ("SELECT protocol, operation, grpc_status, request_header_bytes, request_body_bytes, "
            "response_body_bytes, duration_us FROM wirelens.requests FINAL WHERE run_id = 'k8s-config' "
            "FORMAT TabSeparated")
-    wait_for("the record in wirelens.requests", lambda: query(http_port, sql).strip() != "", logs, processes)
-    assert query(http_port, sql).strip().split("\t") == ["grpc-web", "hello.SayHello", "0", "311", "17", "29", "850"]
+    wait_for_it("the record in wirelens.requests", lambda: query(sql).strip() != "")
+    assert query(sql).strip().split("\t") == ["grpc-web", "hello.SayHello", "0", "311", "17", "29", "850"]

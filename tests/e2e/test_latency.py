@@ -50,7 +50,8 @@ import uuid
 import grpc
 import pytest
 
-from conftest import poll, rows, stack_on_free_ports
+from conftest import rows, stack_on_free_ports
+from wirelens_helpers.wait import wait_for
 from test_inject import call
 from test_local_stack import grpc_frame, proto_string_field, traceparent
 
@@ -144,9 +145,9 @@ def test_rows_show_the_injected_delays(latency_stack):
 
     columns = ("trace_id, protocol, operation, ttfb_us, duration_us, envoy_duration_ms, "
                "ifNull(toString(request_duration_us), '-'), ifNull(toString(request_duration_ms), '-')")
-    found = poll(f"{len(sent)} rows of run {run_id}",
-                 lambda: rows(settings, f"SELECT {columns} FROM wirelens.requests FINAL WHERE run_id = '{run_id}'"),
-                 lambda r: len(r) >= len(sent))
+    found = wait_for(f"{len(sent)} rows of run {run_id}",
+                     lambda: rows(settings, f"SELECT {columns} FROM wirelens.requests FINAL WHERE run_id = '{run_id}'"),
+                     lambda r: len(r) >= len(sent))
     by_trace = {r[0]: r for r in found}
     assert sorted(by_trace) == sorted(sent) and len(found) == len(sent), \
         f"rows for traces not sent, or sent calls without one row: {sorted(set(by_trace) ^ set(sent))}"

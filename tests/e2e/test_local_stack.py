@@ -17,7 +17,8 @@ import uuid
 import grpc
 import pytest
 
-from conftest import ROOT, jaeger_trace, poll, rows, stack
+from conftest import ROOT, jaeger_trace, rows
+from wirelens_helpers.wait import wait_for
 
 N_CALLS = 40
 PROTOCOLS = ("rest", "grpc", "grpc-web")
@@ -68,9 +69,9 @@ def test_exactly_n_rows_per_protocol(local_stack):
         assert json.loads(result.stdout.splitlines()[-1])["ok"] == N_CALLS
 
     expected = {p: N_CALLS for p in PROTOCOLS}
-    poll(f"{N_CALLS} rows per protocol for run {run_id}",
-         lambda: counts_by_protocol(settings, run_id),
-         lambda seen: all(seen.get(p, 0) >= n for p, n in expected.items()))
+    wait_for(f"{N_CALLS} rows per protocol for run {run_id}",
+             lambda: counts_by_protocol(settings, run_id),
+             lambda seen: all(seen.get(p, 0) >= n for p, n in expected.items()))
     # Reached: now it must be exact, no duplicates and nothing extra.
     assert counts_by_protocol(settings, run_id) == expected
 
@@ -173,10 +174,10 @@ def test_known_message_bytes_status_and_span(local_stack):
     columns = ("protocol, (request_body_bytes, response_body_bytes), (request_messages, response_messages), "
                "(request_message_bytes, response_message_bytes), (request_framing_bytes, response_framing_bytes), "
                "ifNull(toString(grpc_status), 'null'), trace_id, http_status, operation, http_route, url_path")
-    found = poll(f"{len(expected)} rows of run {run_id}",
-                 lambda: rows(settings, f"SELECT {columns} FROM wirelens.requests FINAL "
-                                        f"WHERE run_id = '{run_id}' ORDER BY protocol"),
-                 lambda r: len(r) >= len(expected))
+    found = wait_for(f"{len(expected)} rows of run {run_id}",
+                     lambda: rows(settings, f"SELECT {columns} FROM wirelens.requests FINAL "
+                                            f"WHERE run_id = '{run_id}' ORDER BY protocol"),
+                     lambda r: len(r) >= len(expected))
     assert [r[0] for r in found] == sorted(expected), found
     for protocol, body_b, messages, payload_b, framing_b, grpc_status, trace_id, status, operation, route, url_path \
             in found:
@@ -194,8 +195,8 @@ def test_known_message_bytes_status_and_span(local_stack):
     # The span of the gRPC-Web call, in Jaeger, tagged with its protocol.
     jaeger = f"http://127.0.0.1:{settings['WIRELENS_JAEGER_QUERY_PORT']}"
     for protocol in ("grpc-web", "rest"):
-        trace = poll(f"trace {trace_ids[protocol]} ({protocol}) in Jaeger at {jaeger}",
-                     lambda: jaeger_trace(jaeger, trace_ids[protocol]), lambda t: t is not None)
+        trace = wait_for(f"trace {trace_ids[protocol]} ({protocol}) in Jaeger at {jaeger}",
+                         lambda: jaeger_trace(jaeger, trace_ids[protocol]), lambda t: t is not None)
         tags = {tag["key"]: tag for span in trace["spans"] for tag in span["tags"]}
         assert tags.get("wirelens.protocol", {}).get("value") == protocol, tags
         assert tags.get("wirelens.operation", {}).get("value") == "hello.SayHello", tags
@@ -248,10 +249,10 @@ def stream_row(settings, run_id: str) -> dict[str, str]:
     columns = ["operation", "streaming", "request_messages", "response_messages", "request_message_bytes",
                "response_message_bytes", "request_message_min", "request_message_max", "request_framing_bytes",
                "response_framing_bytes", "request_body_bytes", "response_body_bytes", "grpc_status", "malformed"]
-    found = poll(f"the stream of run {run_id} in wirelens.requests",
-                 lambda: rows(settings, f"SELECT {', '.join(columns)} FROM wirelens.requests FINAL "
-                                        f"WHERE run_id = '{run_id}'"),
-                 lambda r: len(r) >= 1)
+    found = wait_for(f"the stream of run {run_id} in wirelens.requests",
+                     lambda: rows(settings, f"SELECT {', '.join(columns)} FROM wirelens.requests FINAL "
+                                            f"WHERE run_id = '{run_id}'"),
+                     lambda r: len(r) >= 1)
     assert len(found) == 1, found
     return dict(zip(columns, found[0]))
 
@@ -334,8 +335,8 @@ def test_every_operation_answers_over_every_protocol(local_stack):
             settings, "SELECT operation, protocol, count() FROM wirelens.requests FINAL "
                       f"WHERE run_id = '{run_id}' GROUP BY operation, protocol")}
 
-    poll(f"{len(expected)} (operation, protocol) pairs with {calls} rows each",
-         seen, lambda s: all(s.get(k, 0) >= n for k, n in expected.items()))
+    wait_for(f"{len(expected)} (operation, protocol) pairs with {calls} rows each",
+             seen, lambda s: all(s.get(k, 0) >= n for k, n in expected.items()))
     assert seen() == expected
     assert len(expected) == 7 * 6 + 3 + 1 + 1, sorted(expected)  # 7 unary, 1 server, 1 client, 1 bidi operation
     failures = rows(settings, "SELECT operation, protocol, http_status, grpc_status FROM wirelens.requests FINAL "
@@ -410,8 +411,8 @@ def test_each_stack_is_a_dimension_of_every_row(local_stack):
             settings, "SELECT stack, operation, protocol, count() FROM wirelens.requests FINAL "
                       f"WHERE run_id = '{run_id}' GROUP BY stack, operation, protocol")}
 
-    poll(f"{len(expected)} (stack, operation, protocol) groups", seen,
-         lambda s: sum(s.values()) >= sum(expected.values()))
+    wait_for(f"{len(expected)} (stack, operation, protocol) groups", seen,
+             lambda s: sum(s.values()) >= sum(expected.values()))
     assert seen() == expected
     failures = rows(settings, "SELECT stack, operation, protocol, http_status, grpc_status FROM wirelens.requests "
                               f"FINAL WHERE run_id = '{run_id}' AND (http_status != 200 OR ifNull(grpc_status, 0) != 0 "
@@ -453,10 +454,10 @@ def test_python_pair_sends_the_known_bytes(local_stack):
     }
     columns = ("protocol", "request_body_bytes", "response_body_bytes", "request_messages", "response_messages",
                "request_message_bytes", "response_message_bytes", "stack", "upstream_host", "operation")
-    found = poll(f"{len(expected)} rows of run {run_id}",
-                 lambda: rows(settings, f"SELECT {', '.join(columns)} FROM wirelens.requests FINAL "
-                                        f"WHERE run_id = '{run_id}' ORDER BY protocol"),
-                 lambda r: len(r) >= len(expected))
+    found = wait_for(f"{len(expected)} rows of run {run_id}",
+                     lambda: rows(settings, f"SELECT {', '.join(columns)} FROM wirelens.requests FINAL "
+                                            f"WHERE run_id = '{run_id}' ORDER BY protocol"),
+                     lambda r: len(r) >= len(expected))
     assert [r[0] for r in found] == sorted(expected), found
     python_ports = {settings["WIRELENS_PYTHON_REST_PORT"], settings["WIRELENS_PYTHON_GRPC_PORT"]}
     for protocol, *numbers, stack_name, upstream, operation in found:

@@ -16,7 +16,6 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-import pytest
 
 from conftest import ROOT, stack
 

@@ -14,7 +14,8 @@ import subprocess
 import uuid
 
 
-from conftest import ROOT, poll, rows, stack
+from conftest import ROOT, rows, stack
+from wirelens_helpers.wait import wait_for
 
 SERVICES = ("envoy", "rest-service", "grpc-service", "collector")
 
@@ -38,8 +39,8 @@ def test_cpu_time_of_envoy_and_grpc_service_grows_with_traffic(local_stack):
     assert all(pids.values()), pids
     before = {}
     for name in ("envoy", "grpc-service"):
-        points = poll(f"process.cpu.time points of {name} (pid {pids[name]})",
-                      lambda: cpu_points(settings, name, pids[name]), lambda p: len(p) >= 1)
+        points = wait_for(f"process.cpu.time points of {name} (pid {pids[name]})",
+                          lambda: cpu_points(settings, name, pids[name]), lambda p: len(p) >= 1)
         before[name] = points[-1]
 
     result = subprocess.run(
@@ -52,9 +53,9 @@ def test_cpu_time_of_envoy_and_grpc_service_grows_with_traffic(local_stack):
 
     for name in ("envoy", "grpc-service"):
         t0, v0 = before[name]
-        points = poll(f"process.cpu.time of {name} above {v0}s (at {t0})",
-                      lambda: cpu_points(settings, name, pids[name]),
-                      lambda p: any(t > t0 and v > v0 for t, v in p))
+        points = wait_for(f"process.cpu.time of {name} above {v0}s (at {t0})",
+                          lambda: cpu_points(settings, name, pids[name]),
+                          lambda p: any(t > t0 and v > v0 for t, v in p))
         for state in ("user", "system"):
             values = [v for _, v in cpu_points(settings, name, pids[name], state)]
             assert values == sorted(values), f"{name} {state}: cumulative CPU time went down: {values}"
@@ -66,9 +67,9 @@ def test_cpu_time_of_envoy_and_grpc_service_grows_with_traffic(local_stack):
                            "ORDER BY 4")
     assert shape == [["s", "2", "true", "system"], ["s", "2", "true", "user"]], shape
     for name in SERVICES:
-        rss = poll(f"process.memory.usage of {name}",
-                   lambda: rows(settings, "SELECT max(Value), any(MetricUnit) FROM otel.otel_metrics_gauge "
-                                          f"WHERE MetricName = 'process.memory.usage' AND ServiceName = '{name}' "
-                                          f"AND ResourceAttributes['process.pid'] = '{pids[name]}'"),
-                   lambda r: r and r[0][0] not in ("", "0", "nan"))
+        rss = wait_for(f"process.memory.usage of {name}",
+                       lambda: rows(settings, "SELECT max(Value), any(MetricUnit) FROM otel.otel_metrics_gauge "
+                                              f"WHERE MetricName = 'process.memory.usage' AND ServiceName = '{name}' "
+                                              f"AND ResourceAttributes['process.pid'] = '{pids[name]}'"),
+                       lambda r: r and r[0][0] not in ("", "0", "nan"))
         assert float(rss[0][0]) > 1 << 20 and rss[0][1] == "By", (name, rss)

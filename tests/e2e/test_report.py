@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ARTIFACTS, ROOT, free_ports, poll, stack
+from conftest import ARTIFACTS, ROOT, free_ports, stack
+from wirelens_helpers.wait import wait_for
 
 WIRELENS = ROOT / "bin" / "wirelens"
 LOADGEN = ROOT / "bin" / "loadgen"
@@ -188,8 +189,8 @@ def report_run(local_stack, tmp_path_factory):
         assert json.loads(result.stdout.splitlines()[-1])["ok"] == n, result.stdout
         trace_ids[(op, proto)] = [line.split("\t")[1] for line in ids.read_text().splitlines() if line]
         assert len(trace_ids[(op, proto)]) == n
-    poll(f"the rows of run {run_id}: {EXPECTED}", lambda: counts_by_operation_protocol(settings, run_id),
-         lambda seen: all(seen.get(k, 0) >= n for k, n in EXPECTED.items()), timeout_s=DEADLINE_S)
+    wait_for(f"the rows of run {run_id}: {EXPECTED}", lambda: counts_by_operation_protocol(settings, run_id),
+             lambda seen: all(seen.get(k, 0) >= n for k, n in EXPECTED.items()), timeout_s=DEADLINE_S)
     assert counts_by_operation_protocol(settings, run_id) == EXPECTED
     return {"settings": settings, "run_id": run_id, "trace_ids": trace_ids}
 
@@ -341,7 +342,7 @@ def jaeger_has(jaeger: str, trace_id: str) -> bool:
 def test_trace_command_prints_the_span_with_its_protocol(report_run):
     _, jaeger = urls(report_run["settings"])
     trace_id = report_run["trace_ids"][("hello.SayHello", "grpc-web")][0]
-    poll(f"trace {trace_id} in Jaeger at {jaeger}", lambda: jaeger_has(jaeger, trace_id), bool, timeout_s=DEADLINE_S)
+    wait_for(f"trace {trace_id} in Jaeger at {jaeger}", lambda: jaeger_has(jaeger, trace_id), bool, timeout_s=DEADLINE_S)
     result = wirelens("trace", trace_id, "--jaeger-url", jaeger)
     assert result.returncode == 0, result.stderr
     out = result.stdout

@@ -39,7 +39,8 @@ from collections import Counter, defaultdict
 import grpc
 import pytest
 
-from conftest import ROOT, poll, rows, stack
+from conftest import ROOT, rows, stack
+from wirelens_helpers.wait import wait_for
 
 from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
 
@@ -211,16 +212,16 @@ def test_a_known_mix_at_rate_0_1_weighs_back_to_the_truth(sampled_envoy):
 
     # Known points, in pipeline order: Envoy finished every stream (so it has logged it) and
     # wrote its buffer; logship shipped the file; the Collector exported what logship shipped.
-    poll("Envoy to complete every request", lambda: envoy_stat(settings, "http.wirelens_ingress.downstream_rq_completed"),
-         lambda n: n is not None and n >= total, timeout_s=DEADLINE_S, interval_s=0.1)
-    poll("Envoy's access-log buffer to be written", lambda: envoy_stat(settings, "filesystem.write_total_buffered"),
-         lambda n: n == 0, timeout_s=DEADLINE_S, interval_s=0.1)
-    poll("logship to ship the whole file", lambda: stack.logship_progress(settings),
-         lambda p: p is not None and p["pending_bytes"] == 0, timeout_s=DEADLINE_S, interval_s=0.1)
+    wait_for("Envoy to complete every request", lambda: envoy_stat(settings, "http.wirelens_ingress.downstream_rq_completed"),
+             lambda n: n is not None and n >= total, timeout_s=DEADLINE_S, interval_s=0.1)
+    wait_for("Envoy's access-log buffer to be written", lambda: envoy_stat(settings, "filesystem.write_total_buffered"),
+             lambda n: n == 0, timeout_s=DEADLINE_S, interval_s=0.1)
+    wait_for("logship to ship the whole file", lambda: stack.logship_progress(settings),
+             lambda p: p is not None and p["pending_bytes"] == 0, timeout_s=DEADLINE_S, interval_s=0.1)
     lines = shipped(settings) - shipped_before
-    poll(f"the Collector to write the {lines} records logship shipped",
-         lambda: collector_sent_logs(settings) - exported_before, lambda n: n >= lines,
-         timeout_s=DEADLINE_S, interval_s=0.1)
+    wait_for(f"the Collector to write the {lines} records logship shipped",
+             lambda: collector_sent_logs(settings) - exported_before, lambda n: n >= lines,
+             timeout_s=DEADLINE_S, interval_s=0.1)
     drained_s = time.monotonic() - t0 - sent_s
 
     # Only sampled calls left Envoy: each shipped line is a recorded call of the run.

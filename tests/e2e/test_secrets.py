@@ -26,7 +26,8 @@ import uuid
 import grpc
 import pytest
 
-from conftest import poll, rows, stack
+from conftest import rows, stack
+from wirelens_helpers.wait import wait_for
 
 SYSTEM_DATABASES = ("system", "INFORMATION_SCHEMA", "information_schema")
 
@@ -145,10 +146,10 @@ def wait_for_spans(settings, trace_ids: list[str]) -> None:
     """Until every trace is in otel.otel_traces: spans are best effort, and Envoy drops the ones it still
     buffers when it stops, so each phase's spans must be in before Envoy restarts."""
     trace_list = "(" + ", ".join(f"'{t}'" for t in trace_ids) + ")"
-    poll(f"the spans of {len(trace_ids)} traces in otel.otel_traces",
-         lambda: sorted(set(trace_ids) - {t for (t,) in rows(
-             settings, f"SELECT DISTINCT TraceId FROM otel.otel_traces WHERE TraceId IN {trace_list}")}),
-         lambda missing: not missing, timeout_s=90.0, interval_s=0.5)
+    wait_for(f"the spans of {len(trace_ids)} traces in otel.otel_traces",
+             lambda: sorted(set(trace_ids) - {t for (t,) in rows(
+                 settings, f"SELECT DISTINCT TraceId FROM otel.otel_traces WHERE TraceId IN {trace_list}")}),
+             lambda missing: not missing, timeout_s=90.0, interval_s=0.5)
 
 
 def restart_envoy(settings: dict[str, str]) -> None:
@@ -216,13 +217,13 @@ def secrets_run(local_stack):
         restart_envoy(settings)
 
     expected_rows = len(statuses) + len(grpc_message_ids)
-    poll(f"{expected_rows} rows of run {run_id} in wirelens.requests",
-         lambda: rows(settings, f"SELECT count() FROM wirelens.requests FINAL WHERE run_id = '{run_id}'"),
-         lambda value: value == [[str(expected_rows)]], timeout_s=90.0, interval_s=0.5)
+    wait_for(f"{expected_rows} rows of run {run_id} in wirelens.requests",
+             lambda: rows(settings, f"SELECT count() FROM wirelens.requests FINAL WHERE run_id = '{run_id}'"),
+             lambda value: value == [[str(expected_rows)]], timeout_s=90.0, interval_s=0.5)
     jaeger = {}
     for trace_id in calls.trace_ids:
-        jaeger[trace_id] = poll(f"trace {trace_id} in Jaeger", lambda: jaeger_trace_json(settings, trace_id),
-                                lambda text: text is not None, timeout_s=90.0, interval_s=0.5)
+        jaeger[trace_id] = wait_for(f"trace {trace_id} in Jaeger", lambda: jaeger_trace_json(settings, trace_id),
+                                    lambda text: text is not None, timeout_s=90.0, interval_s=0.5)
     grpc_message_secrets = {f"grpcmessage{cut}": str(value) for cut, value in grpc_message_ids.items()}
     return {"run_id": run_id, "secrets": {**header_secrets, **body_secrets, **grpc_message_secrets},
             "jaeger": jaeger, "grpc_message_ids": grpc_message_ids}

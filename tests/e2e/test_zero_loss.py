@@ -42,6 +42,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from conftest import ROOT, rows, stack
+from wirelens_helpers.wait import wait_for
 
 import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import render  # noqa: E402
@@ -70,10 +71,8 @@ class SteadyTraffic:
         return self
 
     def wait_until_sent(self, calls: int, timeout_s: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while self.sent < calls and self.thread.is_alive():
-            assert time.monotonic() < deadline, f"traffic stalled at {self.sent} calls"
-            time.sleep(0.05)  # polling interval under a deadline
+        wait_for(f"{calls} calls sent", lambda: self.sent >= calls or not self.thread.is_alive(),
+                 timeout_s=timeout_s, interval_s=0.05, state=lambda: f"traffic stalled at {self.sent} calls")
 
     def join(self) -> None:
         self.thread.join(timeout=self.n / self.rate + 120)
@@ -139,21 +138,10 @@ def pipeline_state(settings, run_id: str) -> str:
 
 
 def expect_exactly(settings, run_id: str, expected: dict[str, int]) -> None:
-    """Poll until every call has its row (deadline), then require exactly that: no more, each request id once."""
-    deadline = time.monotonic() + DRAIN_DEADLINE_S
-    seen: dict[str, int] = {}
-    while time.monotonic() < deadline:
-        try:
-            seen = counts(settings, run_id)
-        except stack.StackError:
-            seen = {}
-        if all(seen.get(p, 0) >= n for p, n in expected.items()):
-            break
-        time.sleep(0.5)  # polling interval under a deadline
-    else:
-        missing = {p: n - seen.get(p, 0) for p, n in expected.items() if seen.get(p, 0) < n}
-        pytest.fail(f"after {DRAIN_DEADLINE_S:.0f}s run {run_id} has {seen}, expected {expected}: "
-                    f"missing {missing}\n  {pipeline_state(settings, run_id)}")
+    """Wait until every call has its row, then require exactly that: no more, each request id once."""
+    wait_for(f"a row for each call of run {run_id}: {expected}", lambda: counts(settings, run_id),
+             lambda seen: all(seen.get(p, 0) >= n for p, n in expected.items()), timeout_s=DRAIN_DEADLINE_S,
+             interval_s=0.5, retry_on=(stack.StackError,), state=lambda: pipeline_state(settings, run_id))
     assert counts(settings, run_id) == expected, pipeline_state(settings, run_id)
     (total, distinct), = rows(settings, "SELECT count(), uniqExact(request_id) FROM wirelens.requests FINAL "
                                         f"WHERE run_id = '{run_id}'")
@@ -192,13 +180,6 @@ def replay_run_from_checkpoint(settings, run_id: str) -> int:
     finally:
         stack.start_one("logship", settings)
     return replayed
-
-
-def wait_for(what: str, probe, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not probe():
-        assert time.monotonic() < deadline, f"timed out after {timeout_s:.0f}s waiting for {what}"
-        time.sleep(0.1)  # polling interval under a deadline
 
 
 # -- the access-log sink: rendered as logship expects, accepted by real Envoy ------------------
@@ -295,11 +276,10 @@ def test_logship_killed_and_restarted_mid_run_resends_and_dedups(local_stack):
     # checkpoint after it), so force them: replay every line of the run logship has already delivered.
     replayed = replay_run_from_checkpoint(settings, run_id)
     expected_raw = raw_after_outage + replayed
-    deadline = time.monotonic() + DRAIN_DEADLINE_S
-    raw = raw_after_outage
-    while raw < expected_raw and time.monotonic() < deadline:
-        time.sleep(0.5)  # polling interval under a deadline
-        raw, distinct = raw_log_rows(settings, run_id)
+    raw, distinct = wait_for(
+        f"the {replayed} replayed lines of run {run_id} in otel.otel_logs (raw rows {expected_raw})",
+        lambda: raw_log_rows(settings, run_id), lambda seen: seen[0] >= expected_raw, timeout_s=DRAIN_DEADLINE_S,
+        interval_s=0.5, state=lambda: pipeline_state(settings, run_id))
     assert raw == expected_raw, (
         f"after rewinding logship's checkpoint, {raw - raw_after_outage} of the {replayed} replayed lines of run "
         f"{run_id} reached otel.otel_logs (raw rows {raw}, expected {expected_raw})\n  {pipeline_state(settings, run_id)}")
@@ -327,7 +307,7 @@ def test_access_log_rotation_under_load_loses_nothing(local_stack):
         assert progress["malformed_lines"] == 0, progress
         access_log = settings["WIRELENS_ACCESS_LOG"]
         wait_for("the last rotated file drained and removed",
-                 lambda: not os.path.exists(access_log + ".1"))
+                 lambda: not os.path.exists(access_log + ".1"), timeout_s=30)
     finally:
         stack.stop("logship", settings)
         stack.start(stack.BY_NAME["logship"], settings)
@@ -337,8 +317,8 @@ def test_stack_is_whole_again(local_stack):
     """The tests above restarted components: every one is up and healthy afterwards."""
     for component in stack.COMPONENTS:
         if component.enabled(local_stack):
-            wait_for(f"{component.name} healthy", component.ready(local_stack))
+            wait_for(f"{component.name} healthy", component.ready(local_stack), timeout_s=30)
             assert stack.read_pid(local_stack, component.name), component.name
     progress = stack.logship_progress(local_stack)
-    wait_for("logship caught up", lambda: stack.logship_progress(local_stack)["pending_bytes"] == 0)
+    wait_for("logship caught up", lambda: stack.logship_progress(local_stack)["pending_bytes"] == 0, timeout_s=30)
     assert progress["records_rejected"] == 0, progress

@@ -4,7 +4,6 @@ and the cluster node configs (clickhouse_server.py --extra-config, deploy/clickh
 from __future__ import annotations
 
 import re
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 

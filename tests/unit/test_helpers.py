@@ -103,3 +103,9 @@ def test_wait_for_counts_the_exceptions_it_is_told_to_retry_as_not_yet():
 def server_refusing():
     raise ConnectionRefusedError("not yet")
 
+
+def test_one_wait_for_and_no_other_polling_helper():
+    defs = [f"{p.relative_to(ROOT)}" for p in python_files()
+            for line in p.read_text().splitlines() if re.match(r"\s*def (wait_for|poll)\(", line)]
+    assert defs == ["tools/pyhelpers/wirelens_helpers/wait.py"], \
+        "poll under a deadline with wirelens_helpers.wait.wait_for"

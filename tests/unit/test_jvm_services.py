@@ -13,7 +13,6 @@ import http.client
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import grpc
@@ -22,19 +21,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 import stack  # noqa: E402
+from wirelens_helpers.wait import wait_for  # noqa: E402
 
 JAR = ROOT / "build" / "jvm" / "target" / "wirelens-jvm.jar"
 pytestmark = pytest.mark.skipif(not JAR.exists() or not (ROOT / "bin" / "rest-server").exists(),
                                 reason="needs `make jvm-services services`")
 REST_SERVERS = ("go", "webflux", "mvc")
-
-
-def wait_for(what: str, probe, process: subprocess.Popen, timeout_s: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not probe():
-        assert process.poll() is None, f"{what} exited with {process.returncode}"
-        assert time.monotonic() < deadline, f"{what} not ready after {timeout_s:.0f}s"
-        time.sleep(0.1)  # polling interval under a deadline
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +47,8 @@ def servers():
         for name, argv in commands.items():
             processes[name] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         for name, process in processes.items():
-            wait_for(name, stack.tcp_open(port_of[name]), process)
+            wait_for(f"{name} listening on port {port_of[name]}", stack.tcp_open(port_of[name]),
+                     timeout_s=90, interval_s=0.1, processes=[process])
         yield port_of
     finally:
         for process in processes.values():

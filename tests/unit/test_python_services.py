@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import grpc
@@ -23,18 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 sys.path.insert(0, str(ROOT / "build" / "python" / "gen"))
 import stack  # noqa: E402
+from wirelens_helpers.wait import wait_for  # noqa: E402
 
 GEN = ROOT / "build" / "python" / "gen" / "wirelens" / "v1" / "math_pb2.py"
 pytestmark = pytest.mark.skipif(not GEN.exists() or not (ROOT / "bin" / "rest-server").exists(),
                                 reason="needs `make python-services services`")
-
-
-def wait_for(what: str, probe, process: subprocess.Popen, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not probe():
-        assert process.poll() is None, f"{what} exited with {process.returncode}"
-        assert time.monotonic() < deadline, f"{what} not ready after {timeout_s:.0f}s"
-        time.sleep(0.05)  # polling interval under a deadline
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +47,8 @@ def pairs():
         for key, argv in commands.items():
             process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             processes.append(process)
-            wait_for(" ".join(key), lambda port=port_of[key]: stack.tcp_open(port)(), process)
+            wait_for(f"{' '.join(key)} listening on port {port_of[key]}", stack.tcp_open(port_of[key]),
+                     timeout_s=30, interval_s=0.05, processes=[process])
         yield {s: (port_of[(s, "rest")], port_of[(s, "grpc")]) for s in ("go", "python")}
     finally:
         for process in processes:
