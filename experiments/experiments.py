@@ -45,6 +45,7 @@ def default_out(size: str) -> Path:
 
 
 CROSSCHECK = {"quick": (600, 200.0), "full": (3000, 200.0)}  # calls, calls per second
+STACKS_SECTION = "\n## Protocol versus stack"  # written by stacks.py --docs, kept when the report is written again
 
 
 def run(settings: dict[str, str], size: str = "quick", only: list[str] | None = None, out: Path | None = None,
@@ -88,7 +89,7 @@ def run(settings: dict[str, str], size: str = "quick", only: list[str] | None = 
         interrupted = True
     out = out or default_out(size)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(experiment_report.render(results, size, session, mach, settings, interrupted, cross))
+    write_report(out, experiment_report.render(results, size, session, mach, settings, interrupted, cross))
     out.with_suffix(".json").write_text(json.dumps(
         {"session": session, "size": size, "machine": mach, "interrupted": interrupted,
          "envoy_concurrency": settings.get("WIRELENS_ENVOY_CONCURRENCY", "?"),
@@ -103,6 +104,15 @@ def run(settings: dict[str, str], size: str = "quick", only: list[str] | None = 
     return out, results, ok
 
 
+def write_report(out: Path, report: str) -> None:
+    """Write the report, keeping the protocol-versus-stack section a report already there holds: stacks.py
+    writes that one (--docs), from a run of its own."""
+    kept = ""
+    if out.exists() and STACKS_SECTION in (old := out.read_text()):
+        kept = STACKS_SECTION + old.split(STACKS_SECTION, 1)[1]
+    out.write_text(report.rstrip("\n") + "\n" + kept if kept else report)
+
+
 def rerender(data_path: Path, out: Path | None = None) -> Path:
     """Write the report again from the JSON file a run left next to it (e.g. after a change of wording)."""
     data = json.loads(data_path.read_text())
@@ -111,7 +121,7 @@ def rerender(data_path: Path, out: Path | None = None) -> Path:
         results.append({**r, "scenario": scenario_runs.load_scenario(r["id"])})
     settings = {"WIRELENS_ENVOY_CONCURRENCY": data.get("envoy_concurrency", "?")}
     out = out or data_path.with_suffix(".md")
-    out.write_text(experiment_report.render(results, data["size"], data["session"], data["machine"], settings,
+    write_report(out, experiment_report.render(results, data["size"], data["session"], data["machine"], settings,
                                             data["interrupted"], data.get("crosscheck")))
     return out
 

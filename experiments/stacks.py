@@ -3,6 +3,8 @@
 
     stacks.py --stacks all              E1 and E2 on every stack that serves them -> build/experiments/stacks-quick.md
     stacks.py --stacks python --full    the published sizes                       -> build/experiments/stacks-full.md
+    stacks.py --rerender build/experiments/stacks-full.json   no traffic: render a session's results again
+    stacks.py --stacks all --full --docs  the full run into docs/experiments.md (+ docs/experiments-stacks.json)
 
 Each experiment's REST and gRPC steps (experiments/scenarios/e1.json, e2.json) run once per
 stack through the same Envoy and filter, `loadgen -stack <stack>` choosing the
@@ -182,6 +184,30 @@ def fmt(x, digits: int = 2) -> str:
     return f"{float(x):.{digits}f}"
 
 
+def docs_section(results: dict) -> str:
+    """The report as it stands inside docs/experiments.md's "Protocol versus stack" section: no title of
+    its own, its headings one level down (tests/unit/test_experiments_docs.py holds the two together)."""
+    body = render(results, results["stacks"], results["size"]).split("\n", 2)[2]
+    return "\n".join("#" + line if line.startswith("## ") else line for line in body.splitlines())
+
+
+DOCS = ROOT / "docs" / "experiments.md"
+DOCS_RESULTS = ROOT / "docs" / "experiments-stacks.json"
+
+
+def update_docs(results: dict) -> None:
+    """Put a full run into docs/experiments.md (its generated part: from "Stacks measured" to "### Reading")
+    and its results into docs/experiments-stacks.json; the section's introduction and Reading stay as written."""
+    if results["size"] != "full":
+        raise SystemExit("--docs: only a full run (--full) goes into docs/experiments.md")
+    text = DOCS.read_text()
+    start = text.index("Stacks measured:", text.index("\n## Protocol versus stack"))
+    end = text.index("\n### Reading", start)
+    DOCS.write_text(text[:start] + docs_section(results).strip("\n") + "\n" + text[end:])
+    DOCS_RESULTS.write_text(json.dumps(results, indent=1))
+    print(f"wrote {DOCS} and {DOCS_RESULTS}: read the section's Reading against the new numbers")
+
+
 def render(results: dict, stacks: list[str], size: str) -> str:
     lines = [f"# Protocol versus stack ({size})", "",
              f"Stacks measured: {', '.join(stacks)}. Session `{results['session']}`, "
@@ -229,10 +255,10 @@ def render(results: dict, stacks: list[str], size: str) -> str:
               "From procmetrics' process.cpu.time of the stack's service processes (REST and gRPC servers) and of "
               "Envoy, over each step's window (first to last call), divided by its calls. "
               + PUBLISHED_PER_STACK["e2"]["cpu"] + " — a share of the machine, not per call; the ratio gRPC ÷ REST is what compares.", "",
-              "| experiment | stack | operation | protocol | calls | service CPU ms/call | Envoy CPU ms/call |",
-              "|---|---|---|---|---|---|---|"]
+              "| experiment | step | stack | operation | protocol | calls | service CPU ms/call | Envoy CPU ms/call |",
+              "|---|---|---|---|---|---|---|---|"]
     for s in [s for s in results["steps"] if s["exp"] == "cpu"] + [s for s in results["steps"] if s["exp"] != "cpu"]:
-        lines.append(f"| {s['exp']} | {s['stack']} | `{s['operation']}` | {s['protocol']} | {s['calls']} | "
+        lines.append(f"| {s['exp']} | {s['name']} | {s['stack']} | `{s['operation']}` | {s['protocol']} | {s['calls']} | "
                      f"{fmt(s['cpu']['service'], 3)} | {fmt(s['cpu']['envoy'], 3)} |")
     lines += ["", "The `cpu` rows are the CPU steps (E2's hello, sequential, for a fixed time: many 1 s samples); "
               "a dash in the others: fewer than two process samples inside that step's window (shorter than ~2 s)."]
@@ -299,7 +325,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true", help="the published sizes (E1: 3 min per protocol and stack)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--only", help="some of the experiments, comma-separated (e1,e2); the CPU steps always run")
+    parser.add_argument("--rerender", type=Path, metavar="JSON",
+                        help="no traffic: render a session's stacks-*.json again (to --out, default beside it)")
+    parser.add_argument("--docs", action="store_true",
+                        help="also put the full run (or the --rerender one) into docs/experiments.md and "
+                             "docs/experiments-stacks.json")
     args = parser.parse_args(argv)
+    if args.rerender:
+        results = json.loads(args.rerender.read_text())
+        out = args.out or args.rerender.with_suffix(".md")
+        out.write_text(render(results, results["stacks"], results["size"]))
+        print(f"wrote {out}")
+        if args.docs:
+            update_docs(results)
+        return 0
     if args.only:
         global EXPERIMENTS
         EXPERIMENTS = tuple(e for e in EXPERIMENTS if e in args.only.split(","))
@@ -309,7 +348,10 @@ def main(argv: list[str] | None = None) -> int:
     environ.setdefault("WIRELENS_STACKS", ",".join(stacks))
     settings = stack.load_settings(environ)
     out = args.out or ROOT / "build" / "experiments" / f"stacks-{size}.md"
-    return run(settings, stacks, size, out)
+    code = run(settings, stacks, size, out)
+    if args.docs and code == 0:
+        update_docs(json.loads(out.with_suffix(".json").read_text()))
+    return code
 
 
 if __name__ == "__main__":
