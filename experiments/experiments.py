@@ -37,6 +37,7 @@ import crosscheck  # noqa: E402
 import experiment_report  # noqa: E402
 import scenario_runs  # noqa: E402
 import stack  # noqa: E402
+import stacks  # noqa: E402  (protocol versus stack: its section of docs/experiments.md)
 from scenario_runs import ExperimentError  # noqa: E402
 
 
@@ -45,7 +46,6 @@ def default_out(size: str) -> Path:
 
 
 CROSSCHECK = {"quick": (600, 200.0), "full": (3000, 200.0)}  # calls, calls per second
-STACKS_SECTION = "\n## Protocol versus stack"  # written by stacks.py --docs, kept when the report is written again
 
 
 def run(settings: dict[str, str], size: str = "quick", only: list[str] | None = None, out: Path | None = None,
@@ -108,8 +108,8 @@ def write_report(out: Path, report: str) -> None:
     """Write the report, keeping the protocol-versus-stack section a report already there holds: stacks.py
     writes that one (--docs), from a run of its own."""
     kept = ""
-    if out.exists() and STACKS_SECTION in (old := out.read_text()):
-        kept = STACKS_SECTION + old.split(STACKS_SECTION, 1)[1]
+    if out.exists() and stacks.DOCS_SECTION in (old := out.read_text()):
+        kept = stacks.DOCS_SECTION + old.split(stacks.DOCS_SECTION, 1)[1]
     out.write_text(report.rstrip("\n") + "\n" + kept if kept else report)
 
 

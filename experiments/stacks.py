@@ -185,13 +185,13 @@ def fmt(x, digits: int = 2) -> str:
 
 
 def docs_section(results: dict) -> str:
-    """The report as it stands inside docs/experiments.md's "Protocol versus stack" section: no title of
-    its own, its headings one level down (tests/unit/test_experiments_docs.py holds the two together)."""
-    body = render(results, results["stacks"], results["size"]).split("\n", 2)[2]
-    return "\n".join("#" + line if line.startswith("## ") else line for line in body.splitlines())
+    """The report as it stands inside docs/experiments.md's "Protocol versus stack" section (no title of its own,
+    its headings one level down; tests/unit/test_experiments_docs.py holds the two together)."""
+    return render(results, results["stacks"], results["size"], in_docs=True)
 
 
 DOCS = ROOT / "docs" / "experiments.md"
+DOCS_SECTION = "\n## Protocol versus stack"  # its heading there; experiments.py keeps it when it rewrites the report
 DOCS_RESULTS = ROOT / "docs" / "experiments-stacks.json"
 
 
@@ -201,16 +201,17 @@ def update_docs(results: dict) -> None:
     if results["size"] != "full":
         raise SystemExit("--docs: only a full run (--full) goes into docs/experiments.md")
     text = DOCS.read_text()
-    start = text.index("Stacks measured:", text.index("\n## Protocol versus stack"))
+    start = text.index("Stacks measured:", text.index(DOCS_SECTION))
     end = text.index("\n### Reading", start)
     DOCS.write_text(text[:start] + docs_section(results).strip("\n") + "\n" + text[end:])
     DOCS_RESULTS.write_text(json.dumps(results, indent=1))
     print(f"wrote {DOCS} and {DOCS_RESULTS}: read the section's Reading against the new numbers")
 
 
-def render(results: dict, stacks: list[str], size: str) -> str:
-    lines = [f"# Protocol versus stack ({size})", "",
-             f"Stacks measured: {', '.join(stacks)}. Session `{results['session']}`, "
+def render(results: dict, stacks: list[str], size: str, in_docs: bool = False) -> str:
+    heading = "###" if in_docs else "##"
+    lines = [] if in_docs else [f"# Protocol versus stack ({size})", ""]
+    lines += [f"Stacks measured: {', '.join(stacks)}. Session `{results['session']}`, "
              f"{results['started']} – {results['ended']}. Ratios are gRPC ÷ REST of the median duration at the "
              "proxy (the wirelens filter in Envoy), 95 % bootstrap interval in brackets (queries/protocol_vs_stack.sql); "
              "below 1 gRPC is faster. upstream = Envoy's x-envoy-upstream-service-time (service + framework), "
@@ -240,10 +241,10 @@ def render(results: dict, stacks: list[str], size: str) -> str:
                  for s in stacks if (op, s) in by]
         if parts:
             lines.append(f"- `{op}`: " + "; ".join(parts))
-    lines += ["", "## What follows the protocol, what follows the framework", ""] + verdicts
+    lines += ["", f"{heading} What follows the protocol, what follows the framework", ""] + verdicts
     e4 = [s for s in results["steps"] if s["exp"] == "e4" and s.get("latency")]
     if e4:
-        lines += ["", "## E4: Spring Web MVC, Spring WebFlux, grpc-java (and the Go pair)", "",
+        lines += ["", f"{heading} E4: Spring Web MVC, Spring WebFlux, grpc-java (and the Go pair)", "",
                   "Each level of users per payload, at the proxy: median and p90 (ms), calls per second of the "
                   "client. " + PUBLISHED_PER_STACK["e4"]["levels"], "",
                   "| payload | users | stack | protocol | calls | p50 ms | p90 ms | calls/s |", "|---|---|---|---|---|---|---|---|"]
@@ -251,7 +252,7 @@ def render(results: dict, stacks: list[str], size: str) -> str:
             rps = (s["client"] or {}).get("rate_per_s")
             lines.append(f"| {s['payload']} | {s['users']} | {s['stack']} | {s['protocol']} | {s['latency'].get('n', '—')} | "
                          f"{fmt(s['latency'].get('p50_ms'))} | {fmt(s['latency'].get('p90_ms'))} | {fmt(rps, 0)} |")
-    lines += ["", "## CPU per call per stack", "",
+    lines += ["", f"{heading} CPU per call per stack", "",
               "From procmetrics' process.cpu.time of the stack's service processes (REST and gRPC servers) and of "
               "Envoy, over each step's window (first to last call), divided by its calls. "
               + PUBLISHED_PER_STACK["e2"]["cpu"] + " — a share of the machine, not per call; the ratio gRPC ÷ REST is what compares.", "",
