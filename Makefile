@@ -185,6 +185,8 @@ experiments: up ## reproduce E1–E5 (quick -> build/experiments/quick.md; FULL=
 test: bootstrap test-unit test-e2e ## every test
 
 test-unit: ## unit tests of each component
+	@echo "==> the record's one definition: filters/recordgen.py --check (filters/record.yaml)"
+	@$(PY) filters/recordgen.py --check
 	@echo "==> filter core: cargo test"
 	@cd filters && cargo test --locked --workspace
 	@echo "==> Go: gofmt, go vet, go test"

@@ -85,27 +85,19 @@ RECORD_FIELDS: list[tuple[str, str, bool]] = [
     ("envoy.connection_id", "%CONNECTION_ID%", False),
 ]
 
-RECORD_SOURCE = HERE.parent / "filters" / "core" / "src" / "names.rs"
-
 
 def record_short_names() -> dict[str, str]:
-    """Attribute name -> the short name the filter publishes it under in wirelens.record.
+    """Attribute name -> the short name the filter publishes it under in wirelens.record, in record order.
 
-    Read from the filter's source (filters/core/src/names.rs, modules `keys`
-    and `wire`), the one definition; for fixtures that play the filter's
-    part (bench/ingest.py, tests) and the Collector config check.
+    From the record's one definition, filters/record.yaml (filters/recordgen.py,
+    which generates the filter's names.rs and the Collector's expansion from
+    it); for fixtures that play the filter's part (bench/ingest.py, tests) and
+    the Collector config check.
     """
-    import re  # noqa: PLC0415
+    import wirelens_helpers  # noqa: F401, PLC0415  (programs by module name)
+    import recordgen  # noqa: PLC0415  (filters/recordgen.py)
 
-    source = RECORD_SOURCE.read_text()
-
-    def consts(module: str) -> dict[str, str]:
-        start = source.index(f"pub mod {module} {{")
-        end = source.index("\n}\n", start)
-        return dict(re.findall(r'pub const (\w+): &str = "([^"]+)";', source[start:end]))
-
-    attributes, short = consts("keys"), consts("wire")
-    return {attributes[const]: short[const] for const in attributes}
+    return recordgen.short_names()
 
 
 ACCESS_LOG_SINKS = ("otlp", "file")

@@ -23,6 +23,7 @@ CREATE TABLE IF NOT EXISTS wirelens.requests
     trace_id               String CODEC(ZSTD),
     span_id                String CODEC(ZSTD),
     run_id                 LowCardinality(String),
+    -- BEGIN generated: record columns (1 of 2) (filters/recordgen.py from filters/record.yaml; do not edit)
     protocol               LowCardinality(String),
     operation              LowCardinality(String),
     rpc_service            LowCardinality(String),
@@ -30,9 +31,11 @@ CREATE TABLE IF NOT EXISTS wirelens.requests
     streaming              LowCardinality(String),
     http_route             LowCardinality(String),
     url_path               String CODEC(ZSTD),
+    -- END generated: record columns (1 of 2)
     http_method            LowCardinality(String),
     http_version           LowCardinality(String),
     http_status            UInt16,
+    -- BEGIN generated: record columns (2 of 2) (filters/recordgen.py from filters/record.yaml; do not edit)
     grpc_status            Nullable(UInt8),
     grpc_message           String CODEC(ZSTD),
     request_header_bytes   UInt32,
@@ -50,13 +53,14 @@ CREATE TABLE IF NOT EXISTS wirelens.requests
     response_message_max   UInt32,
     request_framing_bytes  UInt64,
     response_framing_bytes UInt64,
-    request_compressed_messages  UInt32,
+    request_compressed_messages UInt32,
     response_compressed_messages UInt32,
     ttfb_us                UInt64,
     duration_us            UInt64,
     request_duration_us    Nullable(UInt64),
     malformed              Bool,
     sample_rate            Float32,
+    -- END generated: record columns (2 of 2)
     envoy_duration_ms      UInt32,
     envoy_bytes_received   UInt64,
     envoy_bytes_sent       UInt64,
@@ -85,8 +89,42 @@ TTL toDateTime(timestamp) + toIntervalDay(${WIRELENS_REQUESTS_TTL_DAYS});
 -- existing table in line with the configured one.
 ALTER TABLE wirelens.requests MODIFY TTL toDateTime(timestamp) + toIntervalDay(${WIRELENS_REQUESTS_TTL_DAYS});
 
--- A table created before url_path existed gets it (empty in older rows).
+-- A table created before one of the record's columns existed gets it (empty,
+-- zero or NULL in older rows), where a new table has it; a no-op for the
+-- columns it has. Types and order of existing columns never change.
+-- BEGIN generated: the record's columns on an existing table (filters/recordgen.py from filters/record.yaml; do not edit)
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS protocol LowCardinality(String) AFTER run_id;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS operation LowCardinality(String) AFTER protocol;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS rpc_service LowCardinality(String) AFTER operation;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS rpc_method LowCardinality(String) AFTER rpc_service;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS streaming LowCardinality(String) AFTER rpc_method;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS http_route LowCardinality(String) AFTER streaming;
 ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS url_path String CODEC(ZSTD) AFTER http_route;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS grpc_status Nullable(UInt8) AFTER http_status;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS grpc_message String CODEC(ZSTD) AFTER grpc_status;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS request_header_bytes UInt32 AFTER grpc_message;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS response_header_bytes UInt32 AFTER request_header_bytes;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS response_trailer_bytes UInt32 AFTER response_header_bytes;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS request_body_bytes UInt64 AFTER response_trailer_bytes;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS response_body_bytes UInt64 AFTER request_body_bytes;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS request_messages UInt32 AFTER response_body_bytes;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS response_messages UInt32 AFTER request_messages;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS request_message_bytes UInt64 AFTER response_messages;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS request_message_min UInt32 AFTER request_message_bytes;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS request_message_max UInt32 AFTER request_message_min;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS response_message_bytes UInt64 AFTER request_message_max;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS response_message_min UInt32 AFTER response_message_bytes;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS response_message_max UInt32 AFTER response_message_min;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS request_framing_bytes UInt64 AFTER response_message_max;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS response_framing_bytes UInt64 AFTER request_framing_bytes;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS request_compressed_messages UInt32 AFTER response_framing_bytes;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS response_compressed_messages UInt32 AFTER request_compressed_messages;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS ttfb_us UInt64 AFTER response_compressed_messages;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS duration_us UInt64 AFTER ttfb_us;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS request_duration_us Nullable(UInt64) AFTER duration_us;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS malformed Bool AFTER request_duration_us;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS sample_rate Float32 AFTER malformed;
+-- END generated: the record's columns on an existing table
 
 -- The stack that served the call (go, python): Envoy's upstream cluster
 -- metadata (envoy/envoy.yaml.tmpl), empty for a call no upstream served.
@@ -119,6 +157,7 @@ SELECT
     TraceId                                                    AS trace_id,
     SpanId                                                     AS span_id,
     leftUTF8(attr('wirelens.run_id'), 128)                      AS run_id,
+    -- BEGIN generated: the view's record columns (1 of 2) (filters/recordgen.py from filters/record.yaml; do not edit)
     if(attr('wirelens.protocol') = '', 'unknown', attr('wirelens.protocol')) AS protocol,
     attr('wirelens.operation')                                 AS operation,
     attr('rpc.service')                                        AS rpc_service,
@@ -126,12 +165,14 @@ SELECT
     attr('wirelens.streaming')                                 AS streaming,
     attr('http.route')                                         AS http_route,
     attr('url.path')                                           AS url_path,
+    -- END generated: the view's record columns (1 of 2)
     multiIf(attr('http.request.method') = '', '',
             attr('http.request.method') IN ('CONNECT', 'DELETE', 'GET', 'HEAD', 'OPTIONS',
                                             'PATCH', 'POST', 'PUT', 'TRACE'), attr('http.request.method'),
             '_OTHER')                                          AS http_method,
     attr('network.protocol.version')                           AS http_version,
     toUInt16OrZero(attr('http.response.status_code'))          AS http_status,
+    -- BEGIN generated: the view's record columns (2 of 2) (filters/recordgen.py from filters/record.yaml; do not edit)
     toUInt8OrNull(attr('rpc.grpc.status_code'))                AS grpc_status,
     attr('wirelens.grpc.message')                              AS grpc_message,
     toUInt32OrZero(attr('wirelens.request.header.size'))       AS request_header_bytes,
@@ -149,13 +190,14 @@ SELECT
     toUInt32OrZero(attr('wirelens.response.message.max'))      AS response_message_max,
     toUInt64OrZero(attr('wirelens.request.framing.bytes'))     AS request_framing_bytes,
     toUInt64OrZero(attr('wirelens.response.framing.bytes'))    AS response_framing_bytes,
-    toUInt32OrZero(attr('wirelens.request.compressed_messages'))  AS request_compressed_messages,
+    toUInt32OrZero(attr('wirelens.request.compressed_messages')) AS request_compressed_messages,
     toUInt32OrZero(attr('wirelens.response.compressed_messages')) AS response_compressed_messages,
     toUInt64OrZero(attr('wirelens.time_to_first_byte_us'))     AS ttfb_us,
     toUInt64OrZero(attr('wirelens.duration_us'))               AS duration_us,
     toUInt64OrNull(attr('wirelens.request.duration_us'))       AS request_duration_us,
     attr('wirelens.malformed') = '1'                           AS malformed,
     if(attr('wirelens.sample_rate') = '', 1, toFloat32OrZero(attr('wirelens.sample_rate'))) AS sample_rate,
+    -- END generated: the view's record columns (2 of 2)
     toUInt32OrZero(attr('envoy.duration_ms'))                  AS envoy_duration_ms,
     toUInt64OrZero(attr('envoy.bytes_received'))               AS envoy_bytes_received,
     toUInt64OrZero(attr('envoy.bytes_sent'))                   AS envoy_bytes_sent,

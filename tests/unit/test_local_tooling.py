@@ -127,9 +127,9 @@ def test_unreachable_clickhouse_names_the_url():
 
 
 def test_the_collector_expands_every_short_name_of_the_record():
-    """collector/config.yaml maps each short name the filter publishes (filters/core/src/names.rs)
-    to its attribute, on logs and spans, and makes exactly the integer keys (filters/README.md)
-    int span tags."""
+    """collector/config.yaml maps each short name the filter publishes (filters/record.yaml, the
+    record's one definition) to its attribute, on logs and spans, and makes exactly the integer
+    keys (filters/README.md) int span tags."""
     import re
     short = render.record_short_names()
     assert len(short) == 31 and len(set(short.values())) == 31

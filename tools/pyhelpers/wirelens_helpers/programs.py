@@ -33,6 +33,8 @@ PROGRAMS = {
     "cluster": "deploy/clickhouse-cluster/cluster.py",
     "manifests": "deploy/envoy-gateway/manifests.py",
     "gateway": "deploy/envoy-gateway/gateway.py",
+    # filters: the record's one definition (filters/record.yaml)
+    "recordgen": "filters/recordgen.py",
     # envoy, proto, collector
     "render": "envoy/render.py",
     "inject": "envoy/inject.py",

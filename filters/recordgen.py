@@ -1,0 +1,429 @@
+#!/usr/bin/env python3
+"""Generate every copy of the wirelens record from its one definition, filters/record.yaml.
+
+As the OpenTelemetry Collector's mdatagen generates a component from its
+metadata.yaml, this writes from the record's table:
+
+  filters/core/src/names.rs        whole: keys::*, wire::*, KEYS, WIRE_KEYS, attribute_name
+  collector/config.yaml            transform/wirelens_record: one OTTL line per field, for
+                                   logs and for spans (Int(...) for int and bool fields)
+  queries/schema/001_requests.sql  the record's columns of wirelens.requests, the view's
+                                   lines for them, one ADD COLUMN IF NOT EXISTS per column
+  filters/README.md                the table of "The record object"
+
+In the last three only what stands between the marker comments
+`BEGIN generated: <part> (...)` and `END generated: <part>` is the generator's;
+the rest of each file is hand-written. filters/core/src/record.rs writes the
+fields (the conditions are code, not data); a native test there holds its keys
+to KEYS.
+
+    filters/recordgen.py            write every generated part that changed
+    filters/recordgen.py --check    exit 1 naming each out-of-date file and its first differing line
+    filters/recordgen.py --root DIR the same on a copy of the checkout (tests)
+
+Reading the table (load(), short_names()) is for the programs that play the
+filter's part too: envoy/render.py record_short_names(), bench/ingest.py, tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE = "filters/record.yaml"
+GENERATOR = "filters/recordgen.py"
+NAMES_RS = "filters/core/src/names.rs"
+COLLECTOR = "collector/config.yaml"
+SCHEMA = "queries/schema/001_requests.sql"
+DOCS = "filters/README.md"
+CONFIG_RS = "filters/core/src/config.rs"  # Fields::GROUPS: the optional_fields groups
+
+TYPES = ("string", "int", "bool", "number")
+FIELD_KEYS = {"attribute", "wire", "rust", "type", "group", "grpc_family", "column", "column_type", "view",
+              "description"}
+REQUIRED = ("attribute", "wire", "rust", "type", "column", "column_type", "description")
+
+# Column layout of 001_requests.sql: names padded to 22, the view's expressions to 58.
+COLUMN_WIDTH = 22
+VIEW_WIDTH = 58
+
+
+class RecordError(ValueError):
+    """The table is invalid, or a file lacks its markers; the message names the file."""
+
+
+@dataclass(frozen=True)
+class Field:
+    attribute: str
+    wire: str
+    rust: str
+    type: str
+    column: str
+    column_type: str
+    description: str
+    group: str | None = None
+    grpc_family: bool = False
+    view: str | None = None
+
+    @property
+    def span_int(self) -> bool:
+        """The span tag is Int(...): ParseJSON reads every JSON number as a double."""
+        return self.type in ("int", "bool")
+
+    @property
+    def docs_type(self) -> str:
+        return "string" if self.type == "string" else "number"
+
+    @property
+    def view_expression(self) -> str:
+        return self.view if self.view is not None else default_view(self.attribute, self.column_type)
+
+
+@dataclass(frozen=True)
+class Record:
+    fields: tuple[Field, ...]
+    # the attribute after whose column Envoy's hand-written columns sit, and those columns
+    between_after: str
+    between_columns: tuple[str, ...]
+
+    def runs(self) -> list[tuple[Field, ...]]:
+        """The fields in the two runs the SQL's record columns are generated in."""
+        i = [f.attribute for f in self.fields].index(self.between_after) + 1
+        return [self.fields[:i], self.fields[i:]]
+
+
+def default_view(attribute: str, column_type: str) -> str:
+    attr = f"attr('{attribute}')"
+    if re.fullmatch(r"(LowCardinality\()?String\)?( CODEC\(.*\))?", column_type):
+        return attr
+    if m := re.fullmatch(r"UInt(8|16|32|64)", column_type):
+        return f"toUInt{m[1]}OrZero({attr})"
+    if m := re.fullmatch(r"Nullable\(UInt(8|16|32|64)\)", column_type):
+        return f"toUInt{m[1]}OrNull({attr})"
+    if column_type == "Bool":
+        return f"{attr} = '1'"
+    raise RecordError(f"{TABLE}: {attribute}: no default view expression for column type {column_type!r}; "
+                      "give one (view:)")
+
+
+def _yaml_load(text: str):
+    from ruamel.yaml import YAML  # noqa: PLC0415  (requirements.txt)
+
+    return YAML(typ="safe", pure=True).load(text)
+
+
+def optional_groups(root: Path = ROOT) -> list[str]:
+    """The optional_fields groups the filter knows (Fields::GROUPS in config.rs): to check the table against."""
+    source = (root / CONFIG_RS).read_text()
+    start = source.index("pub const GROUPS")
+    return re.findall(r'\("(\w+)", Fields::', source[start:source.index("];", start)])
+
+
+def load(root: Path = ROOT) -> Record:
+    """The table, checked: unique names, known types and groups, a view for every column."""
+    data = _yaml_load((root / TABLE).read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("fields"), list) or not data["fields"]:
+        raise RecordError(f"{TABLE}: expected a mapping with a non-empty list `fields`")
+    groups = optional_groups(root)
+    fields = []
+    for i, raw in enumerate(data["fields"]):
+        where = f"{TABLE}: fields[{i}]"
+        if not isinstance(raw, dict):
+            raise RecordError(f"{where}: expected a mapping")
+        where += f" ({raw.get('attribute', '?')})"
+        if unknown := sorted(set(raw) - FIELD_KEYS):
+            raise RecordError(f"{where}: unknown keys {unknown} (known: {sorted(FIELD_KEYS)})")
+        if missing := [k for k in REQUIRED if raw.get(k) in (None, "")]:
+            raise RecordError(f"{where}: missing {missing}")
+        field = Field(**{k: (v if k == "grpc_family" or v is None else str(v)) for k, v in raw.items()})
+        checks = [
+            (re.fullmatch(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+", field.attribute), "attribute: dotted lower-case"),
+            (re.fullmatch(r"[a-z]{1,4}", field.wire), "wire: 1 to 4 lower-case letters"),
+            (re.fullmatch(r"[A-Z][A-Z0-9_]*", field.rust), "rust: an upper-case constant name"),
+            (field.type in TYPES, f"type: one of {', '.join(TYPES)}"),
+            (field.group is None or field.group in groups,
+             f"group: one of {', '.join(groups)} (Fields::GROUPS in {CONFIG_RS})"),
+            (isinstance(field.grpc_family, bool), "grpc_family: true or false"),
+            (re.fullmatch(r"[a-z][a-z0-9_]*", field.column), "column: a lower-case column name"),
+            ("|" not in field.description and "\n" not in field.description,
+             "description: one paragraph without '|' (it is a markdown table cell)"),
+            (field.view is None or f"attr('{field.attribute}')" in field.view,
+             f"view: reads attr('{field.attribute}')"),
+        ]
+        for ok, rule in checks:
+            if not ok:
+                raise RecordError(f"{where}: {rule}")
+        kind = "string" if "String" in field.column_type else ("Bool" if field.column_type == "Bool" else "number")
+        if kind != {"string": "string", "bool": "Bool"}.get(field.type, "number"):
+            raise RecordError(f"{where}: a {field.type} field in a {field.column_type} column")
+        field.view_expression  # noqa: B018  (raises without one)
+        fields.append(field)
+    for key in ("attribute", "wire", "rust", "column"):
+        seen: dict[str, int] = {}
+        for f in fields:
+            value = getattr(f, key)
+            if value in seen:
+                raise RecordError(f"{TABLE}: {key} {value!r} twice (fields[{seen[value]}] and "
+                                  f"fields[{fields.index(f)}])")
+            seen[value] = fields.index(f)
+    between = (data.get("clickhouse") or {}).get("columns_between") or {}
+    after, columns = between.get("after"), between.get("columns")
+    if after not in [f.attribute for f in fields] or not columns or not all(isinstance(c, str) for c in columns):
+        raise RecordError(f"{TABLE}: clickhouse.columns_between: expected `after` (a field's attribute) "
+                          "and `columns` (the hand-written columns that follow its column)")
+    return Record(tuple(fields), after, tuple(columns))
+
+
+def short_names(root: Path = ROOT) -> dict[str, str]:
+    """Attribute name -> the short name the filter publishes it under, in record order."""
+    return {f.attribute: f.wire for f in load(root).fields}
+
+
+# ------------------------------------------------------------------ the generated parts
+
+def names_rs(record: Record) -> str:
+    n = len(record.fields)
+    out = [
+        f"// Generated by {GENERATOR} from {TABLE}; do not edit. A field is added",
+        f"// or changed in the table (run `.venv/bin/python {GENERATOR}`).",
+        "",
+        "//! The record's key names: the attribute names ([`keys`], what the",
+        "//! Collector stores and the README defines) and the short names it is",
+        "//! published under ([`wire`]), in the fixed order the record writes them.",
+        "",
+        "/// The keys of the `wirelens.record` JSON object.",
+        "pub mod keys {",
+        *(f'    pub const {f.rust}: &str = "{f.attribute}";' for f in record.fields),
+        "}",
+        "",
+        "/// The short names the record is published under (`Record::write_json`),",
+        "/// one per entry of [`keys`]. Envoy pays for every byte of the record it",
+        "/// exports (the access-log line, the span tag): the attribute names were",
+        "/// two thirds of it (`docs/performance.md`). The Collector maps them back",
+        "/// (collector/config.yaml, `transform/wirelens_record`).",
+        "pub mod wire {",
+        *(f'    pub const {f.rust}: &str = "{f.wire}";' for f in record.fields),
+        "}",
+        "",
+        "/// Every key the record can hold, in the fixed order they appear in (keys",
+        "/// with an unknown value are omitted).",
+        f"pub const KEYS: [&str; {n}] = [",
+        *(f"    keys::{f.rust}," for f in record.fields),
+        "];",
+        "",
+        "/// [`KEYS`] as published: `WIRE_KEYS[i]` is the short name of `KEYS[i]`.",
+        f"pub const WIRE_KEYS: [&str; {n}] = [",
+        *(f"    wire::{f.rust}," for f in record.fields),
+        "];",
+        "",
+        "/// The attribute name of a published short name.",
+        "pub fn attribute_name(wire: &str) -> Option<&'static str> {",
+        "    WIRE_KEYS.iter().position(|w| *w == wire).map(|i| KEYS[i])",
+        "}",
+        "",
+        "#[cfg(test)]",
+        "mod tests {",
+        "    use super::*;",
+        "",
+        "    #[test]",
+        "    fn keys_are_unique() {",
+        "        for names in [KEYS, WIRE_KEYS] {",
+        "            let mut ks = names.to_vec();",
+        "            ks.sort_unstable();",
+        "            ks.dedup();",
+        "            assert_eq!(ks.len(), names.len());",
+        "        }",
+        "    }",
+        "}",
+    ]
+    return "\n".join(out) + "\n"
+
+
+def log_statements(record: Record) -> list[str]:
+    return [f'- set(log.attributes["{f.attribute}"], log.cache["{f.wire}"]) where log.cache["{f.wire}"] != nil'
+            for f in record.fields]
+
+
+def span_statements(record: Record) -> list[str]:
+    def value(f: Field) -> str:
+        cached = f'span.cache["{f.wire}"]'
+        return f"Int({cached})" if f.span_int else cached
+
+    return [f'- set(span.attributes["{f.attribute}"], {value(f)}) where span.cache["{f.wire}"] != nil'
+            for f in record.fields]
+
+
+def column_lines(fields) -> list[str]:
+    return [f"{f.column:<{COLUMN_WIDTH}} {f.column_type}," for f in fields]
+
+
+def view_lines(fields) -> list[str]:
+    return [f"{f.view_expression:<{VIEW_WIDTH}} AS {f.column}," for f in fields]
+
+
+def docs_table(record: Record) -> list[str]:
+    rows = ["| key | type | group | definition | published as |", "|---|---|---|---|---|"]
+    for f in record.fields:
+        group = ", ".join([f"`{f.group}`"] * bool(f.group) + ["gRPC family"] * f.grpc_family)
+        rows.append(f"| `{f.attribute}` | {f.docs_type} |{f' {group} ' if group else ' '}| {f.description} "
+                    f"| `{f.wire}` |")
+    return rows
+
+
+# ------------------------------------------------------------------ markers
+
+def _markers(comment: tuple[str, str], part: str) -> tuple[str, str]:
+    lead, tail = comment
+    return (f"{lead} BEGIN generated: {part} ({GENERATOR} from {TABLE}; do not edit){tail}",
+            f"{lead} END generated: {part}{tail}")
+
+
+def _block(lines: list[str], path: str, comment: tuple[str, str], part: str) -> tuple[int, int, str]:
+    """(index of the BEGIN line, index of the END line, the BEGIN line's indentation)."""
+    begin, end = _markers(comment, part)
+    found = [i for i, line in enumerate(lines) if line.strip() == begin]
+    if len(found) != 1:
+        raise RecordError(f"{path}: expected one line `{begin}`, found {len(found)} "
+                          f"(the generated part {part!r} goes between it and `{end}`)")
+    start = found[0]
+    stop = next((i for i in range(start + 1, len(lines)) if lines[i].strip() == end), None)
+    if stop is None:
+        raise RecordError(f"{path}:{start + 1}: no `{end}` after `{begin}`")
+    indent = lines[start][:len(lines[start]) - len(lines[start].lstrip())]
+    return start, stop, indent
+
+
+def replace_parts(text: str, path: str, comment: tuple[str, str], parts: dict[str, list[str]]) -> str:
+    lines = text.split("\n")
+    for part, generated in parts.items():
+        start, stop, indent = _block(lines, path, comment, part)
+        lines[start + 1:stop] = [indent + line if line else line for line in generated]
+    return "\n".join(lines)
+
+
+SQL = ("--", "")
+YAML = ("#", "")
+MARKDOWN = ("<!--", " -->")
+
+
+def collector_config(text: str, record: Record) -> str:
+    return replace_parts(text, COLLECTOR, YAML, {
+        "log statements": log_statements(record),
+        "span statements": span_statements(record),
+    })
+
+
+def _column_before(lines: list[str], start: int) -> str:
+    """The column defined on the nearest line above `start` (comments skipped)."""
+    for line in reversed(lines[:start]):
+        if line.strip() and not line.strip().startswith("--"):
+            m = re.match(r"\s+(\w+)\s+\S", line)
+            if m:
+                return m[1]
+            break
+    raise RecordError(f"{SCHEMA}: no column above the record's columns (line {start + 1})")
+
+
+def schema(text: str, record: Record) -> str:
+    runs = record.runs()
+    n = len(runs)
+    column_parts = [f"record columns ({i + 1} of {n})" for i in range(n)]
+    view_parts = [f"the view's record columns ({i + 1} of {n})" for i in range(n)]
+    lines = text.split("\n")
+    # Envoy's columns between the runs are the table's `columns_between`, in the table and in the view.
+    for parts, pattern in ((column_parts, r"^\s+(\w+)\s+\S.*,$"), (view_parts, r"\bAS (\w+),$")):
+        _, stop, _ = _block(lines, SCHEMA, SQL, parts[0])
+        start, _, _ = _block(lines, SCHEMA, SQL, parts[1])
+        between = [m[1] for line in lines[stop + 1:start] if not line.strip().startswith("--")
+                   for m in [re.search(pattern, line)] if m]
+        if tuple(between) != record.between_columns:
+            raise RecordError(
+                f"{SCHEMA}:{stop + 2}: between `{parts[0]}` and `{parts[1]}` stand the columns {between}; "
+                f"{TABLE} (clickhouse.columns_between) says {list(record.between_columns)}")
+    # ADD COLUMN ... AFTER the column before it in CREATE TABLE: an existing table gets a new
+    # column where a new table has it.
+    adds = []
+    for part, run in zip(column_parts, runs):
+        previous = _column_before(lines, _block(lines, SCHEMA, SQL, part)[0])
+        for f in run:
+            adds.append(f"ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS {f.column} {f.column_type} "
+                        f"AFTER {previous};")
+            previous = f.column
+    return replace_parts(text, SCHEMA, SQL, {
+        **{part: column_lines(run) for part, run in zip(column_parts, runs)},
+        **{part: view_lines(run) for part, run in zip(view_parts, runs)},
+        "the record's columns on an existing table": adds,
+    })
+
+
+def docs(text: str, record: Record) -> str:
+    return replace_parts(text, DOCS, MARKDOWN, {"the record's keys": docs_table(record)})
+
+
+def generated(root: Path = ROOT) -> dict[str, str]:
+    """Every generated file as it should read: path (relative to root) -> text."""
+    record = load(root)
+    return {
+        NAMES_RS: names_rs(record),
+        COLLECTOR: collector_config((root / COLLECTOR).read_text(), record),
+        SCHEMA: schema((root / SCHEMA).read_text(), record),
+        DOCS: docs((root / DOCS).read_text(), record),
+    }
+
+
+def first_difference(have: str, want: str) -> tuple[int, str, str]:
+    """(1-based line, the file's line, the generated line) where the two first differ."""
+    a, b = have.split("\n"), want.split("\n")
+    for i in range(max(len(a), len(b))):
+        x = a[i] if i < len(a) else "<end of file>"
+        y = b[i] if i < len(b) else "<end of file>"
+        if x != y:
+            return i + 1, x, y
+    return 0, "", ""
+
+
+def check(root: Path = ROOT) -> list[str]:
+    """One message per out-of-date file, naming it and its first differing line; [] when all are current."""
+    problems = []
+    for path, want in generated(root).items():
+        have = (root / path).read_text() if (root / path).exists() else ""
+        if have != want:
+            line, x, y = first_difference(have, want)
+            problems.append(f"{path}:{line}: differs from what {GENERATOR} generates from {TABLE}\n"
+                            f"    file:      {x}\n    generated: {y}")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=f"Generate the record's names, Collector statements, "
+                                                 f"ClickHouse columns and docs table from {TABLE}.")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 naming each out-of-date file and its first differing line")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout (default: this one)")
+    args = parser.parse_args(argv)
+    try:
+        if args.check:
+            problems = check(args.root)
+            for p in problems:
+                print(p, file=sys.stderr)
+            if problems:
+                print(f"The record's generated parts are out of date: edit {TABLE}, not them, "
+                      f"then run `.venv/bin/python {GENERATOR}`.", file=sys.stderr)
+                return 1
+            return 0
+        for path, text in generated(args.root).items():
+            if (args.root / path).read_text() != text:
+                (args.root / path).write_text(text)
+                print(f"wrote {path}")
+    except (RecordError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
