@@ -60,6 +60,12 @@ CREATE TABLE IF NOT EXISTS wirelens.requests
     request_duration_us    Nullable(UInt64),
     malformed              Bool,
     sample_rate            Float32,
+    counterfactual_reason  LowCardinality(String),
+    counterfactual_request_proto_bytes Nullable(UInt64),
+    counterfactual_response_proto_bytes Nullable(UInt64),
+    counterfactual_request_json_bytes Nullable(UInt64),
+    counterfactual_response_json_bytes Nullable(UInt64),
+    counterfactual_rate    Float32 DEFAULT 1,
     -- END generated: record columns (2 of 2)
     envoy_duration_ms      UInt32,
     envoy_bytes_received   UInt64,
@@ -124,6 +130,12 @@ ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS duration_us UInt64 AFTER 
 ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS request_duration_us Nullable(UInt64) AFTER duration_us;
 ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS malformed Bool AFTER request_duration_us;
 ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS sample_rate Float32 AFTER malformed;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS counterfactual_reason LowCardinality(String) AFTER sample_rate;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS counterfactual_request_proto_bytes Nullable(UInt64) AFTER counterfactual_reason;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS counterfactual_response_proto_bytes Nullable(UInt64) AFTER counterfactual_request_proto_bytes;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS counterfactual_request_json_bytes Nullable(UInt64) AFTER counterfactual_response_proto_bytes;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS counterfactual_response_json_bytes Nullable(UInt64) AFTER counterfactual_request_json_bytes;
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS counterfactual_rate Float32 DEFAULT 1 AFTER counterfactual_response_json_bytes;
 -- END generated: the record's columns on an existing table
 
 -- The stack that served the call (go, python): Envoy's upstream cluster
@@ -197,6 +209,12 @@ SELECT
     toUInt64OrNull(attr('wirelens.request.duration_us'))       AS request_duration_us,
     attr('wirelens.malformed') = '1'                           AS malformed,
     if(attr('wirelens.sample_rate') = '', 1, toFloat32OrZero(attr('wirelens.sample_rate'))) AS sample_rate,
+    attr('wirelens.counterfactual.reason')                     AS counterfactual_reason,
+    toUInt64OrNull(attr('wirelens.counterfactual.request.proto.size')) AS counterfactual_request_proto_bytes,
+    toUInt64OrNull(attr('wirelens.counterfactual.response.proto.size')) AS counterfactual_response_proto_bytes,
+    toUInt64OrNull(attr('wirelens.counterfactual.request.json.size')) AS counterfactual_request_json_bytes,
+    toUInt64OrNull(attr('wirelens.counterfactual.response.json.size')) AS counterfactual_response_json_bytes,
+    if(attr('wirelens.counterfactual.rate') = '', 1, toFloat32OrZero(attr('wirelens.counterfactual.rate'))) AS counterfactual_rate,
     -- END generated: the view's record columns (2 of 2)
     toUInt32OrZero(attr('envoy.duration_ms'))                  AS envoy_duration_ms,
     toUInt64OrZero(attr('envoy.bytes_received'))               AS envoy_bytes_received,

@@ -38,6 +38,12 @@ pub mod keys {
     pub const REQ_DURATION_US: &str = "wirelens.request.duration_us";
     pub const MALFORMED: &str = "wirelens.malformed";
     pub const SAMPLE_RATE: &str = "wirelens.sample_rate";
+    pub const COUNTERFACTUAL_REASON: &str = "wirelens.counterfactual.reason";
+    pub const COUNTERFACTUAL_REQ_PROTO_SIZE: &str = "wirelens.counterfactual.request.proto.size";
+    pub const COUNTERFACTUAL_RESP_PROTO_SIZE: &str = "wirelens.counterfactual.response.proto.size";
+    pub const COUNTERFACTUAL_REQ_JSON_SIZE: &str = "wirelens.counterfactual.request.json.size";
+    pub const COUNTERFACTUAL_RESP_JSON_SIZE: &str = "wirelens.counterfactual.response.json.size";
+    pub const COUNTERFACTUAL_RATE: &str = "wirelens.counterfactual.rate";
 }
 
 /// The short names the record is published under (`Record::write_json`),
@@ -77,11 +83,17 @@ pub mod wire {
     pub const REQ_DURATION_US: &str = "qd";
     pub const MALFORMED: &str = "mf";
     pub const SAMPLE_RATE: &str = "sr";
+    pub const COUNTERFACTUAL_REASON: &str = "cr";
+    pub const COUNTERFACTUAL_REQ_PROTO_SIZE: &str = "cqp";
+    pub const COUNTERFACTUAL_RESP_PROTO_SIZE: &str = "csp";
+    pub const COUNTERFACTUAL_REQ_JSON_SIZE: &str = "cqj";
+    pub const COUNTERFACTUAL_RESP_JSON_SIZE: &str = "csj";
+    pub const COUNTERFACTUAL_RATE: &str = "crt";
 }
 
 /// Every key the record can hold, in the fixed order they appear in (keys
 /// with an unknown value are omitted).
-pub const KEYS: [&str; 31] = [
+pub const KEYS: [&str; 37] = [
     keys::PROTOCOL,
     keys::OPERATION,
     keys::RPC_SERVICE,
@@ -113,10 +125,16 @@ pub const KEYS: [&str; 31] = [
     keys::REQ_DURATION_US,
     keys::MALFORMED,
     keys::SAMPLE_RATE,
+    keys::COUNTERFACTUAL_REASON,
+    keys::COUNTERFACTUAL_REQ_PROTO_SIZE,
+    keys::COUNTERFACTUAL_RESP_PROTO_SIZE,
+    keys::COUNTERFACTUAL_REQ_JSON_SIZE,
+    keys::COUNTERFACTUAL_RESP_JSON_SIZE,
+    keys::COUNTERFACTUAL_RATE,
 ];
 
 /// [`KEYS`] as published: `WIRE_KEYS[i]` is the short name of `KEYS[i]`.
-pub const WIRE_KEYS: [&str; 31] = [
+pub const WIRE_KEYS: [&str; 37] = [
     wire::PROTOCOL,
     wire::OPERATION,
     wire::RPC_SERVICE,
@@ -148,6 +166,12 @@ pub const WIRE_KEYS: [&str; 31] = [
     wire::REQ_DURATION_US,
     wire::MALFORMED,
     wire::SAMPLE_RATE,
+    wire::COUNTERFACTUAL_REASON,
+    wire::COUNTERFACTUAL_REQ_PROTO_SIZE,
+    wire::COUNTERFACTUAL_RESP_PROTO_SIZE,
+    wire::COUNTERFACTUAL_REQ_JSON_SIZE,
+    wire::COUNTERFACTUAL_RESP_JSON_SIZE,
+    wire::COUNTERFACTUAL_RATE,
 ];
 
 /// The attribute name of a published short name.
