@@ -119,8 +119,12 @@ def _yaml_load(text: str):
 def optional_groups(root: Path = ROOT) -> list[str]:
     """The optional_fields groups the filter knows (Fields::GROUPS in config.rs): to check the table against."""
     source = (root / CONFIG_RS).read_text()
-    start = source.index("pub const GROUPS")
-    return re.findall(r'\("(\w+)", Fields::', source[start:source.index("];", start)])
+    m = re.search(r"pub const GROUPS\b.*?\];", source, re.S)
+    groups = re.findall(r'\("(\w+)", Fields::', m[0]) if m else []
+    if not groups:
+        raise RecordError(f"{CONFIG_RS}: no `pub const GROUPS` listing the optional_fields groups "
+                          f"(checked against {TABLE})")
+    return groups
 
 
 def load(root: Path = ROOT) -> Record:
