@@ -201,6 +201,8 @@ test-unit: ## unit tests of each component
 	@cd services/web && npm test
 	@echo "==> deploy, envoy, queries: pytest (unit)"
 	@proto/gen.sh --check
+	@$(PY) filters/core/tests/counterfactual/make_vectors.py --check
+	@go run ./filters/core/tests/counterfactual/gocheck
 	@$(PY) -m pytest -q -p no:cacheprovider tests/unit proto
 
 test-e2e: browser bench-tools ## end-to-end: the whole stack on free ports, exact counts in ClickHouse, spans in Jaeger
