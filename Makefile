@@ -61,13 +61,17 @@ venv: prereqs ## project Python env (.venv) from requirements.txt, with the shar
 	@$(KEYED) venv .venv/bin/python 'requirements.txt tools/pyhelpers/pyproject.toml' -- bash -c \
 	  'python3 -m venv .venv && .venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt'
 
+# wasm32-unknown-unknown, not wasip1: the filter imports nothing but the
+# proxy-wasm ABI. On wasip1 std seeds every HashMap from WASI random_get,
+# and the counterfactual's descriptor pool (prost-reflect) has HashMaps.
+WASM_TARGET := wasm32-unknown-unknown
 rust-target: prereqs
-	@rustup target list --installed | grep -qx wasm32-wasip1 || { echo "==> adding Rust target wasm32-wasip1"; rustup target add wasm32-wasip1; }
+	@rustup target list --installed | grep -qx $(WASM_TARGET) || { echo "==> adding Rust target $(WASM_TARGET)"; rustup target add $(WASM_TARGET); }
 
 filter: rust-target ## the wirelens filter -> build/wirelens_filter.wasm
 	@$(KEYED) filter build/wirelens_filter.wasm 'filters/Cargo.toml filters/Cargo.lock filters/core filters/wasm' -- bash -c \
-	  'cd filters && cargo build --release --locked --target wasm32-wasip1 -p wirelens-filter && \
-	   cp $(CARGO_TARGET_DIR)/wasm32-wasip1/release/wirelens_filter.wasm $(ROOT)/build/wirelens_filter.wasm'
+	  'cd filters && cargo build --release --locked --target $(WASM_TARGET) -p wirelens-filter && \
+	   cp $(CARGO_TARGET_DIR)/$(WASM_TARGET)/release/wirelens_filter.wasm $(ROOT)/build/wirelens_filter.wasm'
 
 proto: venv ## descriptor set, Go code, filter operation map (build/opmap.json)
 	@$(KEYED) proto build/opmap.json 'proto' -- proto/gen.sh
@@ -218,8 +222,8 @@ bench-tools: ## wrk, h2load, nghttp from Debian (apt-get install wrk nghttp2-cli
 
 filter-empty: rust-target ## the empty proxy-wasm filter (benchmark baseline) -> build/wirelens_empty_filter.wasm
 	@$(KEYED) filter-empty build/wirelens_empty_filter.wasm 'filters/empty/Cargo.toml filters/empty/Cargo.lock filters/empty/src' -- bash -c \
-	  'cd filters/empty && cargo build --release --locked --target wasm32-wasip1 && \
-	   cp $(CARGO_TARGET_DIR)/wasm32-wasip1/release/wirelens_empty_filter.wasm $(ROOT)/build/wirelens_empty_filter.wasm'
+	  'cd filters/empty && cargo build --release --locked --target $(WASM_TARGET) && \
+	   cp $(CARGO_TARGET_DIR)/$(WASM_TARGET)/release/wirelens_empty_filter.wasm $(ROOT)/build/wirelens_empty_filter.wasm'
 
 bench-filter: venv filter filter-empty proto bench-tools ## filter cost: no filter vs empty wasm vs wirelens (BENCH_ARGS="--quick", "--exporters both", ...)
 	@$(PY) bench/filter_cost.py --no-build $(BENCH_ARGS)

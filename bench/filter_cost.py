@@ -69,6 +69,8 @@ JSON_OUT = OUT_DIR / "filter_cost.json"
 
 WIRELENS_WASM = BUILD / "wirelens_filter.wasm"
 EMPTY_WASM = BUILD / "wirelens_empty_filter.wasm"
+# The Makefile's WASM_TARGET: both modules, so the comparison is like for like.
+WASM_TARGET = "wasm32-unknown-unknown"
 EMPTY_CRATE = ROOT / "filters" / "empty"
 # Cargo features of filters/empty: the empty filter plus one host call per HTTP call.
 PROBES = ("clock", "map-pairs", "map-size", "map-value", "body", "property")
@@ -645,10 +647,10 @@ def _cargo_wasm(crate: Path, artifact: str, out: Path, *cargo_args: str,
     if target_dir:
         env["CARGO_TARGET_DIR"] = str(target_dir)
     env["PATH"] = f"{Path.home() / '.cargo' / 'bin'}:{env.get('PATH', '')}"
-    subprocess.run(["cargo", "build", "--release", "--locked", "--target", "wasm32-wasip1",
+    subprocess.run(["cargo", "build", "--release", "--locked", "--target", WASM_TARGET,
                     *cargo_args], cwd=crate, env=env, check=True)
     out.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(Path(env["CARGO_TARGET_DIR"]) / "wasm32-wasip1" / "release" / artifact, out)
+    shutil.copyfile(Path(env["CARGO_TARGET_DIR"]) / WASM_TARGET / "release" / artifact, out)
 
 
 def build_empty_filter(force: bool) -> None:

@@ -500,7 +500,9 @@ fn write_u32(caller: &mut Caller<'_, HostState>, ptr: i32, v: u32) -> bool {
 }
 
 /// Copies `bytes` into module memory allocated through the module's
-/// `proxy_on_memory_allocate` and writes (pointer, size) to the two return
+/// `malloc` or, failing that, `proxy_on_memory_allocate` (the order Envoy's
+/// host looks them up in; the Rust SDK exports `malloc` on
+/// wasm32-unknown-unknown) and writes (pointer, size) to the two return
 /// slots; empty → (0, 0) without allocating (as `copyToPointerSize`).
 fn copy_out(
     caller: &mut Caller<'_, HostState>,
@@ -511,7 +513,8 @@ fn copy_out(
     let mut ptr = 0u32;
     if !bytes.is_empty() {
         let Some(alloc) = caller
-            .get_export("proxy_on_memory_allocate")
+            .get_export("malloc")
+            .or_else(|| caller.get_export("proxy_on_memory_allocate"))
             .and_then(Extern::into_func)
         else {
             return Ok(status::INTERNAL_FAILURE);

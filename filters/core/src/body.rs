@@ -36,6 +36,9 @@ pub(crate) fn mode_for(protocol: Protocol) -> BodyMode {
     }
 }
 
+/// Where a counterfactual-sampled call's body bytes also go.
+pub(crate) type Tap<'t> = Option<&'t mut dyn FnMut(&[u8])>;
+
 /// One direction of the body stream.
 #[derive(Clone, Debug)]
 pub(crate) struct Direction {
@@ -70,19 +73,23 @@ impl Direction {
 
     /// Counts a chunk of `size` bytes and feeds its bytes, read from the
     /// host's `body` buffer, to the parser (the caller ends the direction on
-    /// end of stream).
+    /// end of stream). With a `tap` (a call sampled for the counterfactual)
+    /// every byte is read, none skipped, whatever the mode, and the tap gets
+    /// them as the parser does (decoded, for grpc-web-text).
     pub(crate) fn on_body<H: Host>(
         &mut self,
         size: usize,
         host: &mut H,
         body: Body,
         window: usize,
+        mut tap: Tap<'_>,
     ) {
         self.body_bytes += size as u64;
-        if self.wants_bytes() {
+        let tapping = tap.is_some() && !self.read_failed && !self.ended;
+        if self.wants_bytes() || tapping {
             let mut off = 0usize;
             while off < size {
-                if self.mode == BodyMode::Binary {
+                if self.mode == BodyMode::Binary && !tapping {
                     let skip = self.frames.skippable().min((size - off) as u64);
                     if skip > 0 {
                         self.frames.skip(skip);
@@ -94,7 +101,7 @@ impl Direction {
                     break;
                 }
                 let want = match self.mode {
-                    BodyMode::Binary => self.binary_read.min(window),
+                    BodyMode::Binary if !tapping => self.binary_read.min(window),
                     _ => window,
                 }
                 .min(size - off);
@@ -115,12 +122,24 @@ impl Direction {
                         } else {
                             self.binary_read.saturating_mul(2)
                         };
+                        if let Some(t) = tap.as_mut() {
+                            t(bytes);
+                        }
                     }
                     BodyMode::Text => {
                         let frames = &mut self.frames;
-                        self.b64.decode(bytes, |d| frames.feed(d));
+                        self.b64.decode(bytes, |d| {
+                            frames.feed(d);
+                            if let Some(t) = tap.as_mut() {
+                                t(d);
+                            }
+                        });
                     }
-                    BodyMode::Ignore => {}
+                    BodyMode::Ignore => {
+                        if let Some(t) = tap.as_mut() {
+                            t(bytes);
+                        }
+                    }
                 }
                 off += bytes.len();
             }
@@ -140,13 +159,23 @@ impl Direction {
     }
 
     pub(crate) fn end(&mut self) {
+        self.end_tapped(None);
+    }
+
+    /// Ends the direction; a tap gets grpc-web-text's last decoded bytes.
+    pub(crate) fn end_tapped(&mut self, mut tap: Tap<'_>) {
         if self.ended {
             return;
         }
         if self.mode != BodyMode::Ignore && !self.read_failed {
             if self.mode == BodyMode::Text {
                 let frames = &mut self.frames;
-                self.b64.finish(|d| frames.feed(d));
+                self.b64.finish(|d| {
+                    frames.feed(d);
+                    if let Some(t) = tap.as_mut() {
+                        t(d);
+                    }
+                });
             }
             self.frames.finish();
         }

@@ -12,6 +12,7 @@
 use crate::body::{mode_for, BodyMode, Direction, DEFAULT_READ_WINDOW};
 use crate::classify::{accepts_protobuf, classify, Protocol};
 use crate::config::{Fields, Options};
+use crate::counterfactual::estimate::{Estimate, RequestHeaders};
 use crate::frame::{parse_status, GrpcTrailer};
 use crate::headers::iter_serialized;
 use crate::host::{Body, HeaderMap, Host};
@@ -58,6 +59,10 @@ pub struct Call {
     response_headers_deferred: bool,
     response_complete: bool,
     published: bool,
+    /// Sampled for the counterfactual (decided by the adapter).
+    counterfactual: bool,
+    /// Its estimate, from the request headers on.
+    estimate: Option<Box<Estimate>>,
 }
 
 /// The largest trailers that cannot hold a `grpc-status` and a non-empty
@@ -108,7 +113,17 @@ impl Call {
             response_headers_deferred: false,
             response_complete: false,
             published: false,
+            counterfactual: false,
+            estimate: None,
         }
+    }
+
+    /// Samples this call for the counterfactual (`docs/what-if.md`): its
+    /// payloads are read, bounded, and their size in the other encoding
+    /// recorded. Only when the map carries descriptors.
+    pub fn with_counterfactual(mut self, on: bool) -> Self {
+        self.counterfactual = on && self.map.descriptors().is_some();
+        self
     }
 
     /// Sets the maximum bytes per body read (at least 1).
@@ -166,8 +181,16 @@ impl Call {
         body_size: usize,
         end_of_stream: bool,
     ) {
-        self.req
-            .on_body(body_size, host, Body::Request, self.window);
+        match self.estimate.as_deref_mut().filter(|e| e.wants_request()) {
+            Some(e) => {
+                let mut tap = |b: &[u8]| e.request_bytes(b);
+                self.req
+                    .on_body(body_size, host, Body::Request, self.window, Some(&mut tap));
+            }
+            None => self
+                .req
+                .on_body(body_size, host, Body::Request, self.window, None),
+        }
         if end_of_stream {
             self.end_request(host);
         }
@@ -185,7 +208,7 @@ impl Call {
     pub fn on_response_headers<H: Host>(&mut self, host: &mut H, end_of_stream: bool) {
         let complete = if self.response_headers_need_entries(end_of_stream) {
             let map = self.answered(host.header_map(HeaderMap::ResponseHeaders));
-            self.response_headers(iter_serialized(entries(&map)), end_of_stream, host)
+            self.response_headers(entries(&map), end_of_stream, host)
         } else {
             let size = self
                 .answered(host.header_map_size(HeaderMap::ResponseHeaders))
@@ -286,6 +309,13 @@ impl Call {
     ///   and only a response that ends without them needs its header entries
     ///   after all, read at publication.
     pub fn response_headers_need_entries(&self, end_of_stream: bool) -> bool {
+        if self
+            .estimate
+            .as_ref()
+            .is_some_and(|e| e.needs_response_headers())
+        {
+            return true;
+        }
         match self.protocol {
             Some(Protocol::Grpc) => end_of_stream,
             Some(p) => p.is_grpc_family() || p == Protocol::RestTranscoded,
@@ -302,7 +332,9 @@ impl Call {
     /// trailers (`grpc-status: 0`, with or without an empty
     /// `grpc-message`: 12 or 24 bytes) are only sized.
     pub fn response_trailers_need_entries(&self, bytes: u64) -> bool {
+        // A call sampled for the counterfactual needs its status.
         self.protocol != Some(Protocol::Grpc)
+            || self.estimate.is_some()
             || (self.options.fields.contains(Fields::GRPC_MESSAGE)
                 && self.options.grpc_message_max_bytes > 0
                 && bytes > STATUS_WITHOUT_MESSAGE_MAX_BYTES)
@@ -324,9 +356,13 @@ impl Call {
         let mut accept: &[u8] = b"";
         let mut path: &[u8] = b"";
         let mut method: &[u8] = b"";
+        let mut content_encoding = None;
+        let counterfactual = self.counterfactual;
         self.req_header_bytes = header_sum(headers, |n, v| {
             if n.eq_ignore_ascii_case(b"content-type") {
                 content_type = Some(v);
+            } else if counterfactual && n.eq_ignore_ascii_case(b"content-encoding") {
+                content_encoding = Some(v);
             } else if n.eq_ignore_ascii_case(b"accept") {
                 accept = v;
             } else if n == b":path" {
@@ -346,8 +382,23 @@ impl Call {
         self.protocol = Some(protocol);
         self.req.mode = mode_for(protocol);
         self.resolved = self.resolve(protocol, method, path);
+        if counterfactual {
+            let (op, rule) = match self.resolved {
+                Resolved::Known { op, rule } => (Some(op), rule),
+                _ => (None, None),
+            };
+            let headers = RequestHeaders {
+                path,
+                content_type,
+                content_encoding,
+            };
+            let max = self.options.counterfactual_max_bytes as usize;
+            self.estimate = Some(Box::new(Estimate::start(
+                &self.map, protocol, op, rule, headers, max,
+            )));
+        }
         if end_of_stream && !self.req.ended {
-            self.req.end();
+            self.end_request_direction();
             self.req_end_ns = now_ns;
         }
     }
@@ -357,8 +408,32 @@ impl Call {
         if self.req.ended {
             return;
         }
-        self.req.end();
+        self.end_request_direction();
         self.req_end_ns = host.now_ns();
+    }
+
+    /// Ends the request direction (and its estimate).
+    fn end_request_direction(&mut self) {
+        match self.estimate.as_deref_mut() {
+            Some(e) => {
+                let mut tap = |b: &[u8]| e.request_bytes(b);
+                self.req.end_tapped(Some(&mut tap));
+                e.request_end();
+            }
+            None => self.req.end(),
+        }
+    }
+
+    /// Ends the response direction (and its estimate).
+    fn end_response_direction(&mut self) {
+        match self.estimate.as_deref_mut() {
+            Some(e) => {
+                let mut tap = |b: &[u8]| e.response_bytes(b);
+                self.resp.end_tapped(Some(&mut tap));
+                e.response_end();
+            }
+            None => self.resp.end(),
+        }
     }
 
     /// The operation comes only from the map: a client cannot add values
@@ -449,7 +524,7 @@ impl Call {
         if self.response_complete {
             return false;
         }
-        self.resp.end();
+        self.end_response_direction();
         self.absorb_trailer_frame();
         self.response_complete = true;
         self.end_ns = now();
@@ -458,16 +533,22 @@ impl Call {
 
     /// Response headers arrived with their entries. True when this
     /// completes the response (headers with end of stream).
-    fn response_headers<'a, H: Host>(
+    fn response_headers<H: Host>(
         &mut self,
-        headers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+        serialized: &[u8],
         end_of_stream: bool,
         host: &mut H,
     ) -> bool {
         if self.response_headers_seen {
             return false;
         }
-        let bytes = self.absorb_response_map(headers, true);
+        let bytes = self.absorb_response_map(iter_serialized(serialized), true);
+        if let Some(e) = self.estimate.as_deref_mut() {
+            e.response_headers(
+                iter_serialized(serialized),
+                self.resp.mode != BodyMode::Ignore,
+            );
+        }
         self.response_headers_arrived(bytes, end_of_stream, host)
     }
 
@@ -487,6 +568,9 @@ impl Call {
             self.response_headers_deferred = true;
         } else {
             self.resp.mode = BodyMode::Ignore;
+        }
+        if let Some(e) = self.estimate.as_deref_mut() {
+            e.response_headers(std::iter::empty(), self.resp.mode != BodyMode::Ignore);
         }
         self.response_headers_arrived(bytes, end_of_stream, host)
     }
@@ -515,7 +599,16 @@ impl Call {
             self.resp.body_bytes += size as u64;
             return false;
         }
-        self.resp.on_body(size, host, Body::Response, self.window);
+        match self.estimate.as_deref_mut().filter(|e| e.wants_response()) {
+            Some(e) => {
+                let mut tap = |b: &[u8]| e.response_bytes(b);
+                self.resp
+                    .on_body(size, host, Body::Response, self.window, Some(&mut tap));
+            }
+            None => self
+                .resp
+                .on_body(size, host, Body::Response, self.window, None),
+        }
         self.absorb_trailer_frame();
         if end_of_stream {
             self.complete(|| host.now_ns())
@@ -555,7 +648,7 @@ impl Call {
             return false;
         }
         self.response_headers_deferred = false;
-        self.resp.end();
+        self.end_response_direction();
         self.absorb_trailer_frame();
         true
     }
@@ -642,6 +735,12 @@ impl Call {
             malformed: self.malformed || self.req.malformed() || self.resp.malformed(),
             fields: self.options.fields,
             sample_rate: self.options.sample_rate_json(),
+            counterfactual: self
+                .estimate
+                .as_ref()
+                .map(|e| e.result(self.grpc_status))
+                .unwrap_or_default(),
+            counterfactual_rate: self.options.counterfactual_rate_json(),
         }
     }
 }

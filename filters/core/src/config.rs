@@ -5,7 +5,9 @@
 //! Parsed once, at configure time. Errors name the offending field path
 //! (`sample_rate: must be a number in [0, 1], got 1.5`).
 
+use crate::counterfactual::{DEFAULT_MAX_BYTES, DEFAULT_RATE};
 use crate::opmap::{check_fields, err, type_name, ConfigError, OpMap};
+use prost_reflect::DescriptorPool;
 use serde_json::{Map, Value};
 use std::fmt;
 
@@ -87,13 +89,58 @@ pub const GRPC_MESSAGE_DEFAULT_BYTES: u16 = 128;
 /// the filter ever keeps ([`crate::percent::MAX_MESSAGE_LEN`]).
 pub const GRPC_MESSAGE_MAX_BYTES: u16 = crate::percent::MAX_MESSAGE_LEN as u16;
 
+/// A rate in [0, 1] and its JSON text, formatted once (published on every
+/// record while below 1).
+#[derive(Clone, Copy, PartialEq)]
+struct Rate {
+    value: f64,
+    text: [u8; RATE_TEXT_MAX],
+    len: u8,
+}
+
+impl Rate {
+    /// `rate` clamped to [0, 1] (NaN: 1).
+    fn new(rate: f64) -> Self {
+        let rate = if rate.is_nan() {
+            1.0
+        } else {
+            rate.clamp(0.0, 1.0)
+        };
+        // -0.0 → 0.0
+        let value = rate + 0.0;
+        // serde_json's shortest round-trip form (e.g. `0.25`, `1e-7`): the
+        // float writer is already linked in for configuration errors, so
+        // this adds no formatting code to the module.
+        let text =
+            serde_json::Number::from_f64(value).map_or_else(|| "1".to_string(), |n| n.to_string());
+        let len = text.len().min(RATE_TEXT_MAX);
+        let mut bytes = [0; RATE_TEXT_MAX];
+        bytes[..len].copy_from_slice(&text.as_bytes()[..len]);
+        Rate {
+            value,
+            text: bytes,
+            len: len as u8,
+        }
+    }
+
+    /// The JSON text when below 1.
+    fn json_below_one(&self) -> Option<&str> {
+        if self.value < 1.0 {
+            std::str::from_utf8(&self.text[..self.len as usize]).ok()
+        } else {
+            None
+        }
+    }
+}
+
 /// Publishing options shared by every call of a plugin instance.
 #[derive(Clone, Copy, PartialEq)]
 pub struct Options {
-    sample_rate: f64,
-    /// JSON text of `sample_rate`, formatted once.
-    rate_text: [u8; RATE_TEXT_MAX],
-    rate_len: u8,
+    sample: Rate,
+    counterfactual: Rate,
+    /// Most bytes read for one counterfactual estimate (a REST body, or one
+    /// message of a gRPC stream).
+    pub counterfactual_max_bytes: u32,
     /// The optional key groups published.
     pub fields: Fields,
     /// `rest` calls are recorded as `rest-transcoded`.
@@ -106,9 +153,9 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            sample_rate: 1.0,
-            rate_text: *b"1\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
-            rate_len: 1,
+            sample: Rate::new(1.0),
+            counterfactual: Rate::new(DEFAULT_RATE),
+            counterfactual_max_bytes: DEFAULT_MAX_BYTES,
             fields: Fields::ALL,
             rest_transcoded: false,
             grpc_message_max_bytes: GRPC_MESSAGE_DEFAULT_BYTES,
@@ -119,7 +166,9 @@ impl Default for Options {
 impl fmt::Debug for Options {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Options")
-            .field("sample_rate", &self.sample_rate)
+            .field("sample_rate", &self.sample.value)
+            .field("counterfactual_rate", &self.counterfactual.value)
+            .field("counterfactual_max_bytes", &self.counterfactual_max_bytes)
             .field("fields", &self.fields)
             .field("rest_transcoded", &self.rest_transcoded)
             .field("grpc_message_max_bytes", &self.grpc_message_max_bytes)
@@ -130,23 +179,19 @@ impl fmt::Debug for Options {
 impl Options {
     /// Sets the sample rate, clamped to [0, 1] (NaN: 1).
     pub fn with_sample_rate(mut self, rate: f64) -> Self {
-        let rate = if rate.is_nan() {
-            1.0
-        } else {
-            rate.clamp(0.0, 1.0)
-        };
-        // -0.0 → 0.0
-        let rate = rate + 0.0;
-        // serde_json's shortest round-trip form (e.g. `0.25`, `1e-7`): the
-        // float writer is already linked in for configuration errors, so
-        // this adds no formatting code to the module.
-        let text =
-            serde_json::Number::from_f64(rate).map_or_else(|| "1".to_string(), |n| n.to_string());
-        let n = text.len().min(RATE_TEXT_MAX);
-        self.rate_text = [0; RATE_TEXT_MAX];
-        self.rate_text[..n].copy_from_slice(&text.as_bytes()[..n]);
-        self.rate_len = n as u8;
-        self.sample_rate = rate;
+        self.sample = Rate::new(rate);
+        self
+    }
+
+    /// Sets the share of recorded calls estimated for the counterfactual,
+    /// clamped to [0, 1] (NaN: 1).
+    pub fn with_counterfactual_rate(mut self, rate: f64) -> Self {
+        self.counterfactual = Rate::new(rate);
+        self
+    }
+
+    pub fn with_counterfactual_max_bytes(mut self, max: u32) -> Self {
+        self.counterfactual_max_bytes = max;
         self
     }
 
@@ -171,17 +216,23 @@ impl Options {
     }
 
     pub fn sample_rate(&self) -> f64 {
-        self.sample_rate
+        self.sample.value
     }
 
     /// The sample rate as a JSON number when it is below 1 (published as
     /// `wirelens.sample_rate`), else `None`.
     pub fn sample_rate_json(&self) -> Option<&str> {
-        if self.sample_rate < 1.0 {
-            std::str::from_utf8(&self.rate_text[..self.rate_len as usize]).ok()
-        } else {
-            None
-        }
+        self.sample.json_below_one()
+    }
+
+    pub fn counterfactual_rate(&self) -> f64 {
+        self.counterfactual.value
+    }
+
+    /// The counterfactual rate as a JSON number when below 1 (published as
+    /// `wirelens.counterfactual.rate` on the calls it sampled).
+    pub fn counterfactual_rate_json(&self) -> Option<&str> {
+        self.counterfactual.json_below_one()
     }
 }
 
@@ -198,7 +249,33 @@ const TOP_FIELDS: &[&str] = &[
     "optional_fields",
     "rest_transcoded",
     "grpc_message_max_bytes",
+    "descriptors",
+    "counterfactual_rate",
+    "counterfactual_max_bytes",
 ];
+
+/// The top-level `descriptors`: a FileDescriptorSet, standard base64.
+fn parse_descriptors(top: &Map<String, Value>) -> Result<Option<DescriptorPool>, ConfigError> {
+    use ::base64::Engine;
+    let text = match top.get("descriptors") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) => s,
+        Some(v) => {
+            return err(
+                "descriptors",
+                format!("invalid type: {}, expected a base64 string", type_name(v)),
+            )
+        }
+    };
+    let bytes = match ::base64::engine::general_purpose::STANDARD.decode(text) {
+        Ok(b) => b,
+        Err(e) => return err("descriptors", format!("invalid base64: {e}")),
+    };
+    match DescriptorPool::decode(bytes.as_slice()) {
+        Ok(pool) => Ok(Some(pool)),
+        Err(e) => err("descriptors", format!("not a valid FileDescriptorSet: {e}")),
+    }
+}
 
 impl Config {
     /// Parses the plugin configuration (JSON). Empty or all-blank input, `{}`
@@ -223,7 +300,8 @@ impl Config {
             }
         };
         check_fields("", top, TOP_FIELDS)?;
-        let map = OpMap::from_operations(top.get("operations"))?;
+        let pool = parse_descriptors(top)?;
+        let map = OpMap::from_operations(top.get("operations"), pool)?;
         let options = parse_options(top)?;
         Ok(Config { map, options })
     }
@@ -239,6 +317,32 @@ fn parse_options(top: &Map<String, Value>) -> Result<Options, ConfigError> {
                 return err(
                     "sample_rate",
                     format!("must be a number in [0, 1], got {v}"),
+                )
+            }
+        },
+    }
+    match top.get("counterfactual_rate") {
+        None | Some(Value::Null) => {}
+        Some(v) => match v.as_f64() {
+            Some(r) if (0.0..=1.0).contains(&r) => options = options.with_counterfactual_rate(r),
+            _ => {
+                return err(
+                    "counterfactual_rate",
+                    format!("must be a number in [0, 1], got {v}"),
+                )
+            }
+        },
+    }
+    match top.get("counterfactual_max_bytes") {
+        None | Some(Value::Null) => {}
+        Some(v) => match v.as_u64() {
+            Some(n) if n <= u64::from(u32::MAX) => {
+                options = options.with_counterfactual_max_bytes(n as u32)
+            }
+            _ => {
+                return err(
+                    "counterfactual_max_bytes",
+                    format!("must be an integer in [0, {}], got {v}", u32::MAX),
                 )
             }
         },
@@ -435,7 +539,7 @@ mod tests {
         );
         assert_eq!(
             bad(r#"{"sample_rates": 1}"#),
-            "sample_rates: unknown field, expected one of: operations, sample_rate, optional_fields, rest_transcoded, grpc_message_max_bytes"
+            "sample_rates: unknown field, expected one of: operations, sample_rate, optional_fields, rest_transcoded, grpc_message_max_bytes, descriptors, counterfactual_rate, counterfactual_max_bytes"
         );
         for v in ["1025", "-1", "1.5", "128.0", "\"128\"", "true"] {
             assert_eq!(

@@ -32,6 +32,7 @@ pub mod body;
 pub mod call;
 pub mod classify;
 pub mod config;
+pub mod counterfactual;
 pub mod frame;
 pub mod headers;
 pub mod host;

@@ -8,6 +8,7 @@
 
 use crate::classify::Protocol;
 use crate::config::Fields;
+use crate::counterfactual::estimate::Counterfactual;
 use crate::frame::FrameStats;
 use crate::json::{cut_utf8, ObjectWriter};
 use crate::names::{keys, wire};
@@ -69,6 +70,12 @@ pub struct Record<'a> {
     pub fields: Fields,
     /// JSON text of the configured sample rate, when below 1.
     pub sample_rate: Option<&'a str>,
+    /// The counterfactual of a call sampled for it (`reason` `None`: not
+    /// sampled, nothing written).
+    pub counterfactual: Counterfactual,
+    /// JSON text of the counterfactual rate, when below 1 (written only
+    /// with a counterfactual).
+    pub counterfactual_rate: Option<&'a str>,
 }
 
 impl Record<'_> {
@@ -207,6 +214,54 @@ impl Record<'_> {
         w.number(n(keys::MALFORMED, wire::MALFORMED), self.malformed as u64);
         if let Some(rate) = self.sample_rate {
             w.raw(n(keys::SAMPLE_RATE, wire::SAMPLE_RATE), rate);
+        }
+        let cf = &self.counterfactual;
+        if let Some(reason) = cf.reason {
+            w.string(
+                n(keys::COUNTERFACTUAL_REASON, wire::COUNTERFACTUAL_REASON),
+                reason.as_str(),
+            );
+            let sizes = [
+                (
+                    cf.request_proto,
+                    n(
+                        keys::COUNTERFACTUAL_REQ_PROTO_SIZE,
+                        wire::COUNTERFACTUAL_REQ_PROTO_SIZE,
+                    ),
+                ),
+                (
+                    cf.response_proto,
+                    n(
+                        keys::COUNTERFACTUAL_RESP_PROTO_SIZE,
+                        wire::COUNTERFACTUAL_RESP_PROTO_SIZE,
+                    ),
+                ),
+                (
+                    cf.request_json,
+                    n(
+                        keys::COUNTERFACTUAL_REQ_JSON_SIZE,
+                        wire::COUNTERFACTUAL_REQ_JSON_SIZE,
+                    ),
+                ),
+                (
+                    cf.response_json,
+                    n(
+                        keys::COUNTERFACTUAL_RESP_JSON_SIZE,
+                        wire::COUNTERFACTUAL_RESP_JSON_SIZE,
+                    ),
+                ),
+            ];
+            for (value, key) in sizes {
+                if let Some(v) = value {
+                    w.number(key, v);
+                }
+            }
+            if let Some(rate) = self.counterfactual_rate {
+                w.raw(
+                    n(keys::COUNTERFACTUAL_RATE, wire::COUNTERFACTUAL_RATE),
+                    rate,
+                );
+            }
         }
         w.finish();
     }

@@ -39,6 +39,9 @@ struct Plugin {
     map: Rc<OpMap>,
     options: Options,
     sampler: Cell<Sampler>,
+    /// Which recorded calls are also estimated for the counterfactual;
+    /// `None` when the map has no descriptors (nothing to estimate with).
+    counterfactual: Option<Cell<Sampler>>,
     /// The record is serialized here (one VM is single-threaded and a
     /// publication never nests), so publishing does not allocate.
     json: Cell<String>,
@@ -47,18 +50,27 @@ struct Plugin {
 impl Plugin {
     fn new(map: OpMap, options: Options, seed: u64) -> Self {
         Plugin {
-            map: Rc::new(map),
             sampler: Cell::new(Sampler::new(options.sample_rate(), seed)),
+            counterfactual: map.descriptors().map(|_| {
+                Cell::new(Sampler::new(
+                    options.counterfactual_rate(),
+                    seed ^ 0xC0FF_EE00_D15E_A5E5,
+                ))
+            }),
             options,
             json: Cell::new(String::with_capacity(JSON_CAPACITY)),
+            map: Rc::new(map),
         }
     }
 
     fn sample(&self) -> bool {
-        let mut s = self.sampler.get();
-        let keep = s.sample();
-        self.sampler.set(s);
-        keep
+        draw(&self.sampler)
+    }
+
+    /// A recorded call is estimated too (no draw without descriptors, none
+    /// at rate 0 or 1).
+    fn sample_counterfactual(&self) -> bool {
+        self.counterfactual.as_ref().is_some_and(draw)
     }
 
     fn configure(root_id: u32, plugin_configuration_size: usize) -> Result<Plugin, ()> {
@@ -90,6 +102,13 @@ impl Plugin {
             }
         }
     }
+}
+
+fn draw(sampler: &Cell<Sampler>) -> bool {
+    let mut s = sampler.get();
+    let keep = s.sample();
+    sampler.set(s);
+    keep
 }
 
 /// The proxy-wasm host as the core sees it ([`Host`]): each method is one
@@ -222,7 +241,9 @@ impl HttpContext for HttpStream {
         if !plugin.sample() {
             return Action::Continue;
         }
-        let call = Call::new(Rc::clone(&plugin.map)).with_options(plugin.options);
+        let call = Call::new(Rc::clone(&plugin.map))
+            .with_options(plugin.options)
+            .with_counterfactual(plugin.sample_counterfactual());
         let stream = self.stream.insert(Stream { call, plugin });
         stream.drive(|c, h| c.on_request_headers(h, end_of_stream));
         Action::Continue

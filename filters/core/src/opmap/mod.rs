@@ -10,6 +10,8 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
+use prost_reflect::{DescriptorPool, MessageDescriptor};
+
 mod parse;
 mod template;
 
@@ -66,12 +68,26 @@ pub struct Operation {
     pub rpc_method: String,
     pub streaming: Option<Streaming>,
     pub grpc_path: Option<String>,
+    /// Request and response message types, when the configuration names
+    /// them (and carries `descriptors`): what the counterfactual decodes.
+    pub types: Option<MessageTypes>,
+    /// The operation's main REST rule (its first), if any.
+    pub main_rule: Option<usize>,
+}
+
+/// The request and response message types of an operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MessageTypes {
+    pub request: MessageDescriptor,
+    pub response: MessageDescriptor,
 }
 
 /// The operation map built from the plugin configuration.
 #[derive(Clone, Debug, Default)]
 pub struct OpMap {
     ops: Vec<Operation>,
+    /// The message types the configuration's `descriptors` define.
+    pool: Option<DescriptorPool>,
     by_grpc_path: HashMap<String, usize, FixedState>,
     rules: Vec<HttpRule>,
     rules_by_method: HashMap<String, Vec<usize>, FixedState>,
@@ -98,6 +114,12 @@ impl OpMap {
     /// rejected at every level; the error names the offending field.
     pub fn from_json(bytes: &[u8]) -> Result<Self, ConfigError> {
         crate::config::Config::from_json(bytes).map(|c| c.map)
+    }
+
+    /// The configured descriptors (`None`: the configuration has none, and
+    /// no call is sampled for the counterfactual).
+    pub fn descriptors(&self) -> Option<&DescriptorPool> {
+        self.pool.as_ref()
     }
 
     pub fn operations(&self) -> &[Operation] {
@@ -335,7 +357,7 @@ mod tests {
         );
         assert_eq!(
             bad(r#"{"ops": []}"#),
-            "ops: unknown field, expected one of: operations, sample_rate, optional_fields, rest_transcoded, grpc_message_max_bytes"
+            "ops: unknown field, expected one of: operations, sample_rate, optional_fields, rest_transcoded, grpc_message_max_bytes, descriptors, counterfactual_rate, counterfactual_max_bytes"
         );
         assert!(
             bad(r#"{"operations": [{"grpc_path": "/a.B/C", "stremaing": "unary"}]}"#)
@@ -395,7 +417,7 @@ mod tests {
             bad(
                 r#"{"operations": [{"operation": "x.Y", "http_rules": [{"method": "GET", "pattern": "/x", "bdy": "*"}]}]}"#
             ),
-            "operations[0].http_rules[0].bdy: unknown field, expected one of: method, pattern, body"
+            "operations[0].http_rules[0].bdy: unknown field, expected one of: method, pattern, body, response_body"
         );
         assert_eq!(
             bad(

@@ -3,7 +3,8 @@
 //! errors that name the offending field.
 
 use super::template::HttpRule;
-use super::{FixedState, OpMap, Operation, Streaming, UNKNOWN_OPERATION};
+use super::{FixedState, MessageTypes, OpMap, Operation, Streaming, UNKNOWN_OPERATION};
+use prost_reflect::{DescriptorPool, MessageDescriptor};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::fmt;
@@ -121,14 +122,43 @@ const OP_FIELDS: &[&str] = &[
     "rpc_method",
     "streaming",
     "http_rules",
+    "request_type",
+    "response_type",
 ];
-const RULE_FIELDS: &[&str] = &["method", "pattern", "body"];
+const RULE_FIELDS: &[&str] = &["method", "pattern", "body", "response_body"];
+
+/// The message type `name` (fully qualified, no leading dot) names in
+/// `pool`; the error says which field and why.
+fn message_type(
+    pool: Option<&DescriptorPool>,
+    path: &str,
+    key: &str,
+    name: &str,
+) -> Result<MessageDescriptor, ConfigError> {
+    let Some(pool) = pool else {
+        return err(
+            format!("{path}.{key}"),
+            "needs the top-level \"descriptors\" (a base64 FileDescriptorSet)",
+        );
+    };
+    match pool.get_message_by_name(name.strip_prefix('.').unwrap_or(name)) {
+        Some(m) => Ok(m),
+        None => err(
+            format!("{path}.{key}"),
+            format!("unknown message type {name:?} (not in \"descriptors\")"),
+        ),
+    }
+}
 
 impl OpMap {
     /// Builds the map from the top-level `operations` value (absent or
-    /// `null`: empty).
-    pub(crate) fn from_operations(ops: Option<&Value>) -> Result<Self, ConfigError> {
+    /// `null`: empty); message types resolve in `pool`.
+    pub(crate) fn from_operations(
+        ops: Option<&Value>,
+        pool: Option<DescriptorPool>,
+    ) -> Result<Self, ConfigError> {
         let mut map = Self::empty();
+        map.pool = pool;
         let ops = match ops {
             None | Some(Value::Null) => return Ok(map),
             Some(Value::Array(a)) => a,
@@ -232,6 +262,18 @@ impl OpMap {
         if grpc_path.is_none() && rules.is_empty() {
             return err(path, "needs \"grpc_path\" or \"http_rules\"");
         }
+        let request_type = opt_string(path, obj, "request_type")?;
+        let response_type = opt_string(path, obj, "response_type")?;
+        let types = match (request_type, response_type) {
+            (None, None) => None,
+            (Some(q), Some(s)) => Some(MessageTypes {
+                request: message_type(self.pool.as_ref(), path, "request_type", &q)?,
+                response: message_type(self.pool.as_ref(), path, "response_type", &s)?,
+            }),
+            (None, Some(_)) => return err(path, "\"response_type\" without \"request_type\""),
+            (Some(_), None) => return err(path, "\"request_type\" without \"response_type\""),
+        };
+        let first_rule = self.rules.len();
         let op_index = self.ops.len();
         if let Some(p) = &grpc_path {
             if let Some(&prev) = self.by_grpc_path.get(p) {
@@ -264,11 +306,14 @@ impl OpMap {
             let Some(pattern) = opt_string(&rpath, robj, "pattern")? else {
                 return err(rpath, "missing field \"pattern\"");
             };
-            // The request body field matters to servers that transcode, not to naming a
-            // call: proto/opmap.py writes it for them, so it is type-checked and dropped.
-            opt_string(&rpath, robj, "body")?;
+            let body = opt_string(&rpath, robj, "body")?;
+            let response_body = opt_string(&rpath, robj, "response_body")?;
             let rule = match HttpRule::new(method, pattern.clone(), op_index) {
-                Ok(rule) => rule,
+                Ok(mut rule) => {
+                    rule.body = body;
+                    rule.response_body = response_body;
+                    rule
+                }
                 Err(e) => {
                     return err(
                         format!("{rpath}.pattern"),
@@ -297,6 +342,8 @@ impl OpMap {
             rpc_method,
             streaming,
             grpc_path,
+            types,
+            main_rule: (!rules.is_empty()).then_some(first_rule),
         });
         Ok(())
     }

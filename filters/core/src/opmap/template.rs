@@ -33,22 +33,69 @@ pub struct HttpRule {
     pub pattern: String,
     /// Index of the operation in [`OpMap::operations`](super::OpMap::operations).
     pub op: usize,
+    /// `body` of the rule (request side), when set.
+    pub body: Option<String>,
+    /// `response_body` of the rule, when set.
+    pub response_body: Option<String>,
     segs: Vec<Seg>,
     verb: Option<String>,
+    /// Variables: field path and the segments they cover (`end` past the
+    /// last; `usize::MAX` for a trailing `**`).
+    vars: Vec<(String, usize, usize)>,
 }
 
 impl HttpRule {
     /// The rule binding `method` (upper-cased) and `pattern` to operation
     /// `op`; `Err` says what is wrong with the template.
     pub(super) fn new(method: String, pattern: String, op: usize) -> Result<Self, String> {
-        let (segs, verb) = parse_template(&pattern)?;
+        let (segs, verb, vars) = parse_template(&pattern)?;
         Ok(HttpRule {
             method,
             pattern,
             op,
+            body: None,
+            response_body: None,
             segs,
             verb,
+            vars,
         })
+    }
+
+    /// The field paths the template binds, in order.
+    pub fn variables(&self) -> impl Iterator<Item = &str> {
+        self.vars.iter().map(|(name, _, _)| name.as_str())
+    }
+
+    /// The raw (still percent-encoded) value of each variable in `path`
+    /// (no query string), which must match this rule; `each(field, value)`.
+    pub fn captures<'p>(&self, path: &'p [u8], mut each: impl FnMut(&str, &'p [u8])) {
+        let mut p = path;
+        if let Some(verb) = &self.verb {
+            p = &p[..p.len().saturating_sub(verb.len() + 1)];
+        }
+        let rest = p.strip_prefix(b"/").unwrap_or(p);
+        // Byte offset where each segment starts, and the end.
+        let mut starts = vec![0usize];
+        starts.extend(
+            rest.iter()
+                .enumerate()
+                .filter(|(_, &b)| b == b'/')
+                .map(|(i, _)| i + 1),
+        );
+        let n = starts.len();
+        for (name, from, to) in &self.vars {
+            if *from >= n {
+                each(name, b"");
+                continue;
+            }
+            let begin = starts[*from];
+            let end = if *to >= n {
+                rest.len()
+            } else {
+                starts[*to] - 1
+            };
+            each(name, &rest[begin..end.max(begin)]);
+        }
     }
 
     /// Does `path` (no query string) match this rule's template?
@@ -113,12 +160,14 @@ fn is_var_name(s: &str) -> bool {
 /// Parses a `google.api.http` path template into segments and an optional
 /// verb. Supported: literal segments, `*`, `**`, `{var}`, `{var=*}`,
 /// `{var=**}`, `{var=literal/*/...}`, and a trailing `:verb`.
-fn parse_template(t: &str) -> Result<(Vec<Seg>, Option<String>), String> {
+type Parsed = (Vec<Seg>, Option<String>, Vec<(String, usize, usize)>);
+
+fn parse_template(t: &str) -> Result<Parsed, String> {
     let Some(body) = t.strip_prefix('/') else {
         return Err("must start with \"/\"".into());
     };
     if body.is_empty() {
-        return Ok((Vec::new(), None));
+        return Ok((Vec::new(), None, Vec::new()));
     }
     // Split into top-level segments (a '/' inside braces does not split).
     let mut raw: Vec<&str> = Vec::new();
@@ -172,6 +221,7 @@ fn parse_template(t: &str) -> Result<(Vec<Seg>, Option<String>), String> {
         }
     }
     let mut segs = Vec::new();
+    let mut vars = Vec::new();
     let push_plain = |segs: &mut Vec<Seg>, s: &str| -> Result<(), String> {
         match s {
             "" => Err("empty segment".into()),
@@ -202,6 +252,7 @@ fn parse_template(t: &str) -> Result<(Vec<Seg>, Option<String>), String> {
             if !is_var_name(name) {
                 return Err(format!("invalid variable name {name:?}"));
             }
+            let from = segs.len();
             match sub {
                 None => segs.push(Seg::One),
                 Some(sub) => {
@@ -210,6 +261,12 @@ fn parse_template(t: &str) -> Result<(Vec<Seg>, Option<String>), String> {
                     }
                 }
             }
+            let to = if segs.last() == Some(&Seg::Rest) {
+                usize::MAX
+            } else {
+                segs.len()
+            };
+            vars.push((name.to_string(), from, to));
         } else {
             push_plain(&mut segs, s)?;
         }
@@ -219,5 +276,5 @@ fn parse_template(t: &str) -> Result<(Vec<Seg>, Option<String>), String> {
             return Err("\"**\" must be the last segment".into());
         }
     }
-    Ok((segs, verb))
+    Ok((segs, verb, vars))
 }
