@@ -19,7 +19,8 @@ the same output, and --remove gives back the original.
 
 The operation map comes from a descriptor set of your services
 (protoc --include_imports --descriptor_set_out), built by proto/opmap.py,
-or, when there is none, from the descriptor your grpc_json_transcoder uses.
+or, when there is none, from the descriptor your grpc_json_transcoder uses;
+with the schema of its messages ("descriptors") unless --no-descriptors.
 
 What it recognises as its own (and --remove takes out): http filters named
 `wirelens` / `wirelens_transcoded` or running the wasm root context
@@ -84,6 +85,7 @@ class Options:
     grpc_message_bytes: int | None = None  # the filter's grpc_message_max_bytes; None: its default (128)
     descriptor_set: bytes | None = None
     descriptor_source: str = ""
+    descriptors: bool = True          # the map carries the messages' schema (opmap.py's "descriptors")
     packages: tuple[str, ...] | None = None
     listeners: tuple[str, ...] = ()
     ecds_dir: Path | None = None
@@ -317,14 +319,17 @@ def transcoder_descriptor(bootstrap: dict, report: Report) -> tuple[bytes, str] 
     return None
 
 
-def plugin_config(options: Options, operations: list[dict], transcoded: bool) -> str:
-    config: dict[str, Any] = {"operations": operations}
+def plugin_config(options: Options, operation_map: dict, transcoded: bool) -> str:
+    """The filter's configuration: operation_map ({"operations", "descriptors"?}, opmap.py's) and the options."""
+    config: dict[str, Any] = {"operations": operation_map["operations"]}
     if options.sample_rate is not None:
         config["sample_rate"] = options.sample_rate
     if options.grpc_message_bytes is not None:
         config["grpc_message_max_bytes"] = options.grpc_message_bytes
     if transcoded:
         config["rest_transcoded"] = True
+    if "descriptors" in operation_map:
+        config["descriptors"] = operation_map["descriptors"]
     return json.dumps(config, separators=(",", ":"))
 
 
@@ -374,7 +379,7 @@ def _our_cluster(provider: Any) -> bool:
     return ((typed.get("grpc_service") or {}).get("envoy_grpc") or {}).get("cluster_name") == COLLECTOR_CLUSTER
 
 
-def inject_hcm(site: HcmSite, bootstrap: dict, options: Options, operations: list[dict],
+def inject_hcm(site: HcmSite, bootstrap: dict, options: Options, operation_map: dict,
                report: Report) -> None:
     hcm = site.hcm
     if not isinstance(hcm.get("http_filters"), list) or not hcm["http_filters"]:
@@ -383,7 +388,7 @@ def inject_hcm(site: HcmSite, bootstrap: dict, options: Options, operations: lis
     remove_hcm(hcm)
     transcoded = _is_transcoding(hcm)
     name = TRANSCODED_FILTER_NAME if transcoded else FILTER_NAME
-    configuration = plugin_config(options, operations, transcoded)
+    configuration = plugin_config(options, operation_map, transcoded)
     code = options.wasm
     if options.ecds_dir is not None:
         code = ecds_wasm_path(options.ecds_dir, options.wasm)
@@ -521,7 +526,10 @@ def ecds_wasm_path(directory: Path, wasm: Path) -> Path:
 # ---------------------------------------------------------------- the commands
 
 
-def operation_map(bootstrap: dict, options: Options, report: Report) -> list[dict]:
+def operation_map(bootstrap: dict, options: Options, report: Report) -> dict:
+    """opmap.py's map of the descriptor set the options name, else of the
+    transcoder's: {"operations": [...], "descriptors": "..."} (no descriptors
+    with --no-descriptors, or when no operation's messages are in the set)."""
     descriptor, source = options.descriptor_set, options.descriptor_source
     if descriptor is None:
         found = transcoder_descriptor(bootstrap, report)
@@ -530,17 +538,22 @@ def operation_map(bootstrap: dict, options: Options, report: Report) -> list[dic
     if descriptor is None:
         report.note("operation map: empty (no --descriptor-set, no grpc_json_transcoder descriptor): every "
                     "call is the operation 'unknown', its path kept in url_path")
-        return []
+        return {"operations": []}
     try:
-        operations = opmap.opmap(descriptor, options.packages)["operations"]
+        doc = opmap.opmap(descriptor, options.packages, with_descriptors=options.descriptors)
     except Exception as exc:  # protobuf's DecodeError and friends
         raise InjectError(f"descriptor set {source}: not a FileDescriptorSet ({exc}); make it with "
                           "protoc --include_imports --descriptor_set_out=FILE your.proto") from None
+    operations = doc["operations"]
     services = sorted({op["rpc_service"] for op in operations})
     report.note(f"operation map: {len(operations)} operations of {len(services)} services from {source}"
                 + (f" ({', '.join(services)})" if services else
                    "; no service in scope: pass --package or --all-packages"))
-    return operations
+    if "descriptors" in doc:
+        typed = sum(1 for op in operations if "request_type" in op)
+        report.note(f"  with the schema of {typed} operations' messages ({len(doc['descriptors'])} bytes of "
+                    "base64; --no-descriptors leaves it out)")
+    return doc
 
 
 def inject(doc: Document, options: Options) -> Report:
@@ -643,8 +656,17 @@ def update_ecds(directory: Path, options: Options, new_wasm: bool) -> tuple[Repo
                               "inject with --ecds-dir again") from None
         changes = []
         if operations is not None:
-            changes.append(f"operations {len(current.get('operations', []))} -> {len(operations)}")
-            current["operations"] = operations
+            changes.append(f"operations {len(current.get('operations', []))} -> {len(operations['operations'])}")
+            current["operations"] = operations["operations"]
+            current.pop("descriptors", None)
+            if "descriptors" in operations:
+                current["descriptors"] = operations["descriptors"]
+        elif not options.descriptors and "descriptors" in current:
+            changes.append("descriptors removed")
+            del current["descriptors"]
+            for op in current.get("operations", []):
+                op.pop("request_type", None)
+                op.pop("response_type", None)
         if options.sample_rate is not None:
             changes.append(f"sample_rate {current.get('sample_rate', 1)} -> {options.sample_rate}")
             if render.sampled({"sample_rate": options.sample_rate}) != render.sampled(current):
@@ -714,6 +736,9 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--descriptor-set", metavar="FILE",
                       help="your services' descriptor set (protoc --include_imports --descriptor_set_out); "
                            "default: the one your grpc_json_transcoder names, if any")
+    what.add_argument("--no-descriptors", action="store_true",
+                      help="leave the messages' schema out of the filter's configuration (smaller; no "
+                           "counterfactual sizes)")
     scope = what.add_mutually_exclusive_group()
     scope.add_argument("--package", action="append", metavar="PKG",
                        help="only services of PKG and its sub-packages (repeatable; default: all but google.*, grpc.*)")
@@ -761,7 +786,8 @@ def options_from(args: argparse.Namespace) -> Options:
         service_name=args.service_name, trace_sampling=args.trace_sampling, sample_rate=args.sample_rate,
         grpc_message_bytes=args.grpc_message_bytes,
         packages=None if not args.package else tuple(args.package), listeners=tuple(args.listener),
-        ecds_dir=Path(args.ecds_dir).resolve() if args.ecds_dir else None, ecds_ads=args.ecds_ads)
+        ecds_dir=Path(args.ecds_dir).resolve() if args.ecds_dir else None, ecds_ads=args.ecds_ads,
+        descriptors=not args.no_descriptors)
     if args.descriptor_set:
         try:
             options.descriptor_set = Path(args.descriptor_set).read_bytes()

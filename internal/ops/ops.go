@@ -23,9 +23,10 @@ import (
 
 // HTTPRule is one REST binding of a method (google.api.http).
 type HTTPRule struct {
-	Method  string `json:"method"`  // GET, POST, PUT, DELETE, PATCH or a custom kind
-	Pattern string `json:"pattern"` // URL path template, e.g. /v1/hello
-	Body    string `json:"body"`    // request body field ("*" for the whole message, "" for none)
+	Method       string `json:"method"`        // GET, POST, PUT, DELETE, PATCH or a custom kind
+	Pattern      string `json:"pattern"`       // URL path template, e.g. /v1/hello
+	Body         string `json:"body"`          // request body field ("*" for the whole message, "" for none)
+	ResponseBody string `json:"response_body"` // response field sent as the body ("" for the whole message)
 }
 
 // Operation is one RPC method of a wirelens service.
@@ -67,17 +68,23 @@ func mustLoad(data []byte) []Operation {
 }
 
 // load parses an operation map strictly (an unknown key means opmap.py and
-// this reader disagree) and resolves each method's descriptor in files.
+// this reader disagree) and resolves each method's descriptor in files; the
+// map's request and response types, when it has them, must be the method's.
+// The map's "descriptors" (the filter's copy of the schema) is not read: the
+// Go code has the descriptors compiled in.
 func load(data []byte, files *protoregistry.Files) ([]Operation, error) {
 	var doc struct {
 		Operations []struct {
-			GRPCPath   string     `json:"grpc_path"`
-			Operation  string     `json:"operation"`
-			RPCService string     `json:"rpc_service"`
-			RPCMethod  string     `json:"rpc_method"`
-			Streaming  string     `json:"streaming"`
-			HTTPRules  []HTTPRule `json:"http_rules"`
+			GRPCPath     string     `json:"grpc_path"`
+			Operation    string     `json:"operation"`
+			RPCService   string     `json:"rpc_service"`
+			RPCMethod    string     `json:"rpc_method"`
+			Streaming    string     `json:"streaming"`
+			RequestType  string     `json:"request_type"`
+			ResponseType string     `json:"response_type"`
+			HTTPRules    []HTTPRule `json:"http_rules"`
 		} `json:"operations"`
+		Descriptors string `json:"descriptors"`
 	}
 	decoder := json.NewDecoder(bytes.NewReader(data))
 	decoder.DisallowUnknownFields()
@@ -94,6 +101,17 @@ func load(data []byte, files *protoregistry.Files) ([]Operation, error) {
 		method, ok := descriptor.(protoreflect.MethodDescriptor)
 		if !ok {
 			return nil, fmt.Errorf("%s: %s is not a method", op.Operation, fullName)
+		}
+		for _, t := range []struct {
+			key, got string
+			want     protoreflect.FullName
+		}{
+			{"request_type", op.RequestType, method.Input().FullName()},
+			{"response_type", op.ResponseType, method.Output().FullName()},
+		} {
+			if t.got != "" && protoreflect.FullName(t.got) != t.want {
+				return nil, fmt.Errorf("%s: %s %s, but the method's is %s", op.Operation, t.key, t.got, t.want)
+			}
 		}
 		out = append(out, Operation{
 			Name:      op.Operation,

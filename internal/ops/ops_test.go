@@ -18,15 +18,15 @@ func TestAll(t *testing.T) {
 		got = append(got, row{op.Name, op.GRPCPath, op.Streaming, op.HTTPRules})
 	}
 	want := []row{
-		{"catalog.GetProduct", "/wirelens.v1.Catalog/GetProduct", "unary", []HTTPRule{{"GET", "/v1/products/{id}", ""}}},
-		{"catalog.ListProducts", "/wirelens.v1.Catalog/ListProducts", "unary", []HTTPRule{{"GET", "/v1/products", ""}}},
+		{"catalog.GetProduct", "/wirelens.v1.Catalog/GetProduct", "unary", []HTTPRule{{"GET", "/v1/products/{id}", "", ""}}},
+		{"catalog.ListProducts", "/wirelens.v1.Catalog/ListProducts", "unary", []HTTPRule{{"GET", "/v1/products", "", ""}}},
 		{"echo.BiStream", "/wirelens.v1.Echo/BiStream", "bidi", []HTTPRule{}},
 		{"echo.ServerStream", "/wirelens.v1.Echo/ServerStream", "server", []HTTPRule{}},
-		{"echo.Unary", "/wirelens.v1.Echo/Unary", "unary", []HTTPRule{{"GET", "/v1/echo", ""}}},
-		{"hello.SayHello", "/wirelens.v1.Hello/SayHello", "unary", []HTTPRule{{"POST", "/v1/hello", "*"}}},
-		{"hello.SayHelloBig", "/wirelens.v1.Hello/SayHelloBig", "unary", []HTTPRule{{"POST", "/v1/hello-big", "*"}}},
-		{"math.CalculateFactorial", "/wirelens.v1.Math/CalculateFactorial", "unary", []HTTPRule{{"POST", "/v1/factorial", "*"}}},
-		{"people.Register", "/wirelens.v1.People/Register", "unary", []HTTPRule{{"POST", "/v1/person", "*"}}},
+		{"echo.Unary", "/wirelens.v1.Echo/Unary", "unary", []HTTPRule{{"GET", "/v1/echo", "", ""}}},
+		{"hello.SayHello", "/wirelens.v1.Hello/SayHello", "unary", []HTTPRule{{"POST", "/v1/hello", "*", ""}}},
+		{"hello.SayHelloBig", "/wirelens.v1.Hello/SayHelloBig", "unary", []HTTPRule{{"POST", "/v1/hello-big", "*", ""}}},
+		{"math.CalculateFactorial", "/wirelens.v1.Math/CalculateFactorial", "unary", []HTTPRule{{"POST", "/v1/factorial", "*", ""}}},
+		{"people.Register", "/wirelens.v1.People/Register", "unary", []HTTPRule{{"POST", "/v1/person", "*", ""}}},
 		{"people.RegisterBatch", "/wirelens.v1.People/RegisterBatch", "client", []HTTPRule{}},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -56,6 +56,13 @@ func TestLoadRejectsWhatItCannotServe(t *testing.T) {
 			"hello.Nope: "},
 		{`{"operations": [{"operation": "hello.Reply", "rpc_service": "wirelens.v1", "rpc_method": "HelloReply"}]}`,
 			"hello.Reply: wirelens.v1.HelloReply is not a method"},
+		{`{"operations": [{"operation": "hello.SayHello", "rpc_service": "wirelens.v1.Hello", "rpc_method": "SayHello",
+		   "request_type": "wirelens.v1.HelloReply", "response_type": "wirelens.v1.HelloReply"}]}`,
+			"hello.SayHello: request_type wirelens.v1.HelloReply, but the method's is wirelens.v1.HelloRequest"},
+		{`{"operations": [{"operation": "hello.SayHello", "rpc_service": "wirelens.v1.Hello", "rpc_method": "SayHello",
+		   "request_type": "wirelens.v1.HelloRequest", "response_type": "wirelens.v1.HelloBigReply"}]}`,
+			"hello.SayHello: response_type wirelens.v1.HelloBigReply, but the method's is wirelens.v1.HelloReply"},
+		{`{"operations": [], "descriptor": ""}`, `unknown field "descriptor"`},
 	} {
 		_, err := load([]byte(tc.doc), protoregistry.GlobalFiles)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -5,12 +5,14 @@ Real Envoy checks of the result (validate, live traffic) are in tests/e2e/test_i
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from google.protobuf import descriptor_pb2
 from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -215,7 +217,17 @@ def test_users_own_services_are_mapped(tmp_path, wasm, capsys):
     assert plugin["operations"] == [{
         "grpc_path": "/shop.v1.Cart/Add", "operation": "cart.Add", "rpc_service": "shop.v1.Cart",
         "rpc_method": "Add", "streaming": "unary",
+        "request_type": "shop.v1.AddRequest", "response_type": "shop.v1.AddReply",
         "http_rules": [{"method": "POST", "pattern": "/v1/cart/{sku}", "body": "*"}]}]
+    # The messages' schema, pruned to them (opmap.py's "descriptors"): only the cart's own file.
+    schema = descriptor_pb2.FileDescriptorSet.FromString(base64.b64decode(plugin["descriptors"]))
+    assert [f.name for f in schema.file] == ["shop/v1/cart.proto"] and not schema.file[0].service
+    assert "with the schema of 1 operations' messages" in err
+    code, out, err = run([str(source), "--wasm", str(wasm), "--descriptor-set", str(descriptors),
+                          "--no-descriptors"], capsys)
+    assert code == 0, err
+    plugin = json.loads(hcm_of(load(out))["http_filters"][0]["typed_config"]["config"]["configuration"]["value"])
+    assert "descriptors" not in plugin and "request_type" not in plugin["operations"][0]
 
 
 def test_listener_flag_picks_hcms(tmp_path, wasm, capsys):
@@ -310,6 +322,15 @@ def test_ecds_serves_the_filter_from_a_file_and_updates_it(tmp_path, wasm, capsy
     code, _, err = run(["--update-ecds", "--ecds-dir", str(ecds), "--descriptor-set", str(DESCRIPTORS)], capsys)
     assert code == 0, err
     assert plugin()["sample_rate"] == 0.25 and len(plugin()["operations"]) == 10  # what was not named stays
+    assert plugin()["descriptors"]  # the new map's schema came with it
+    code, _, err = run(["--update-ecds", "--ecds-dir", str(ecds), "--descriptor-set", str(DESCRIPTORS),
+                        "--no-descriptors"], capsys)
+    assert code == 0, err
+    assert "descriptors" not in plugin() and len(plugin()["operations"]) == 10
+    run(["--update-ecds", "--ecds-dir", str(ecds), "--descriptor-set", str(DESCRIPTORS)], capsys)
+    code, _, err = run(["--update-ecds", "--ecds-dir", str(ecds), "--no-descriptors"], capsys)
+    assert code == 0 and "descriptors removed" in err, err
+    assert "descriptors" not in plugin() and not any("request_type" in op for op in plugin()["operations"])
     # A new build is a new file name, so the resource changes and Envoy reloads the module.
     wasm.write_bytes(wasm.read_bytes() + b"\0")
     run(["--update-ecds", "--ecds-dir", str(ecds), "--wasm", str(wasm)], capsys)

@@ -7,7 +7,9 @@ package opmap
 import _ "embed"
 
 // JSON is the operation map: {"operations": [{grpc_path, operation,
-// rpc_service, rpc_method, streaming, http_rules: [{method, pattern, body?}]}]}.
+// rpc_service, rpc_method, streaming, request_type, response_type,
+// http_rules: [{method, pattern, body?, response_body?}]}], "descriptors"}
+// (descriptors: the messages' pruned FileDescriptorSet, base64).
 //
 //go:embed opmap.json
 var JSON []byte
