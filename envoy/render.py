@@ -290,15 +290,24 @@ def web_response(path: Path) -> str:
     return f"{{ status: 503, body: {{ inline_string: {_yaml_string(note)} }} }}"
 
 
-def check_sample_rate(value: str | float, name: str = "sample rate") -> float:
+def check_sample_rate(value: str | float, name: str = "sample rate",
+                      meaning: str = "the share of calls recorded") -> float:
     """A sample rate in [0, 1], or ValueError naming where it came from."""
     try:
         rate = float(value)
     except (TypeError, ValueError):
         rate = float("nan")
     if not 0 <= rate <= 1:  # also NaN
-        raise ValueError(f"{name}={value!r}: expected a number in [0, 1] (the share of calls recorded)")
+        raise ValueError(f"{name}={value!r}: expected a number in [0, 1] ({meaning})")
     return rate
+
+
+COUNTERFACTUAL_MEANING = "the share of recorded calls whose payloads are sized in the other protocol's encoding"
+
+
+def check_counterfactual_rate(value: str | float, name: str = "counterfactual rate") -> float:
+    """The filter's counterfactual_rate in [0, 1], or ValueError naming where it came from."""
+    return check_sample_rate(value, name, COUNTERFACTUAL_MEANING)
 
 
 # The most of a grpc-message the filter keeps (its grpc_message_max_bytes: 0..1024).
@@ -317,7 +326,8 @@ def check_grpc_message_bytes(value: str | int, name: str = "grpc-message bytes")
 def render(ports: dict[str, str], filter_wasm: Path, plugin_config: str, descriptor_set: Path,
            access_log: str = "otlp", access_log_path: str | Path | None = None,
            web_dir: Path = WEB_DIR, sample_rate: float | None = None,
-           grpc_message_max_bytes: int | None = None) -> str:
+           grpc_message_max_bytes: int | None = None,
+           counterfactual_rate: float | None = None) -> str:
     """The Envoy config; plugin_config is the filter's JSON (build/opmap.json).
 
     access_log picks the access-log sink (ACCESS_LOG_SINKS); `file` needs
@@ -325,6 +335,8 @@ def render(ports: dict[str, str], filter_wasm: Path, plugin_config: str, descrip
     given, replaces the plugin configuration's; below 1 the access log keeps
     only recorded calls (module docstring, "Sampling"). grpc_message_max_bytes,
     if given, is how much of a grpc-message the filter publishes (0: none).
+    counterfactual_rate, if given, replaces the plugin configuration's
+    (docs/what-if.md).
     """
     missing = [name for name in PORT_VARIABLES if not ports.get(name)]
     if missing:
@@ -337,6 +349,8 @@ def render(ports: dict[str, str], filter_wasm: Path, plugin_config: str, descrip
         config["sample_rate"] = check_sample_rate(sample_rate)
     if grpc_message_max_bytes is not None:
         config["grpc_message_max_bytes"] = check_grpc_message_bytes(grpc_message_max_bytes)
+    if counterfactual_rate is not None:
+        config["counterfactual_rate"] = check_counterfactual_rate(counterfactual_rate)
     plugin_config = json.dumps(config, separators=(",", ":"))
     services = sorted({op["rpc_service"] for op in config.get("operations", []) if op.get("rpc_service")})
     transcoded_config = json.dumps({**config, "rest_transcoded": True}, separators=(",", ":"))
@@ -376,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grpc-message-bytes", metavar="N",
                         help="most bytes of a grpc-message the filter stores, 0..1024; 0: never "
                              "(default: the plugin configuration's, else 128)")
+    parser.add_argument("--counterfactual-rate", metavar="R",
+                        help="share of recorded calls whose payloads are sized in the other protocol's encoding, "
+                             "0..1 (default: the plugin configuration's, else 0.01; docs/what-if.md)")
     parser.add_argument("-o", "--output", help="write here instead of stdout")
     args = parser.parse_args(argv)
     plugin_config = Path(args.plugin_config).read_text()
@@ -384,12 +401,15 @@ def main(argv: list[str] | None = None) -> int:
         sample_rate = None if args.sample_rate is None else check_sample_rate(args.sample_rate, "--sample-rate")
         grpc_message_bytes = None if args.grpc_message_bytes is None else \
             check_grpc_message_bytes(args.grpc_message_bytes, "--grpc-message-bytes")
+        counterfactual_rate = None if args.counterfactual_rate is None else \
+            check_counterfactual_rate(args.counterfactual_rate, "--counterfactual-rate")
     except ValueError as exc:
         parser.error(str(exc))
     rendered = render(dict(os.environ), Path(args.wasm).resolve(), plugin_config,
                       Path(args.descriptor_set).resolve(), access_log=args.access_log,
                       access_log_path=args.access_log_path and Path(args.access_log_path).resolve(),
-                      sample_rate=sample_rate, grpc_message_max_bytes=grpc_message_bytes)
+                      sample_rate=sample_rate, grpc_message_max_bytes=grpc_message_bytes,
+                      counterfactual_rate=counterfactual_rate)
     if args.output:
         Path(args.output).write_text(rendered)
     else:

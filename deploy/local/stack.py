@@ -111,6 +111,15 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
         envoy_render.check_sample_rate(settings["WIRELENS_SAMPLE_RATE"], "WIRELENS_SAMPLE_RATE")
     except ValueError as exc:
         raise StackError(str(exc)) from None
+    # The share of recorded calls whose payloads the filter sizes in the other
+    # protocol's encoding (its counterfactual_rate, docs/what-if.md): every
+    # call here, 0.01 by the filter's default elsewhere.
+    settings["WIRELENS_COUNTERFACTUAL_RATE"] = environ.get("WIRELENS_COUNTERFACTUAL_RATE", "1")
+    try:
+        envoy_render.check_counterfactual_rate(settings["WIRELENS_COUNTERFACTUAL_RATE"],
+                                               "WIRELENS_COUNTERFACTUAL_RATE")
+    except ValueError as exc:
+        raise StackError(str(exc)) from None
     # How much of a gRPC status message (grpc-message, which can echo user
     # input) the filter stores: its grpc_message_max_bytes; 0 = never.
     settings["WIRELENS_GRPC_MESSAGE_BYTES"] = environ.get("WIRELENS_GRPC_MESSAGE_BYTES", "128")
@@ -316,7 +325,8 @@ def _render_envoy(settings: dict[str, str]) -> None:
     rendered = envoy_render.render(settings, wasm, plugin_config, descriptor_set,
                                    access_log=settings["WIRELENS_ACCESS_LOG_SINK"], access_log_path=access_log,
                                    sample_rate=float(settings["WIRELENS_SAMPLE_RATE"]),
-                                   grpc_message_max_bytes=int(settings["WIRELENS_GRPC_MESSAGE_BYTES"]))
+                                   grpc_message_max_bytes=int(settings["WIRELENS_GRPC_MESSAGE_BYTES"]),
+                                   counterfactual_rate=float(settings["WIRELENS_COUNTERFACTUAL_RATE"]))
     (state_dir(settings) / "envoy.yaml").write_text(rendered)
 
 
