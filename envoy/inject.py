@@ -6,6 +6,7 @@
     wirelens inject --remove envoy-wirelens.yaml              take it out again
     wirelens inject --ecds-dir /etc/envoy/wirelens envoy.yaml serve the filter through ECDS (live updates)
     wirelens inject --update-ecds --ecds-dir DIR --sample-rate 0.1   change it live
+    wirelens inject --update-ecds --ecds-dir DIR --counterfactual-rate 1   size every recorded call's payloads
 
 In every HTTP connection manager of the bootstrap's static listeners (or
 those named with --listener) it puts the wirelens wasm filter first among
@@ -66,6 +67,8 @@ HCM_FILTER_NAMES = ("envoy.filters.network.http_connection_manager", "envoy.http
 TRANSCODER_TYPE = "envoy.extensions.filters.http.grpc_json_transcoder.v3.GrpcJsonTranscoder"
 TYPED_STRUCT_TYPES = ("udpa.type.v1.TypedStruct", "xds.type.v3.TypedStruct")
 GUIDE = "envoy/INJECT.md"
+# The filter's settings the options can set (numbers), as the report names them.
+PLUGIN_SETTINGS = ("sample_rate", "grpc_message_max_bytes", "counterfactual_rate", "counterfactual_max_bytes")
 
 
 class InjectError(Exception):
@@ -83,6 +86,8 @@ class Options:
     trace_sampling: float = 100.0
     sample_rate: float | None = None
     grpc_message_bytes: int | None = None  # the filter's grpc_message_max_bytes; None: its default (128)
+    counterfactual_rate: float | None = None      # None: the filter's default (0.01)
+    counterfactual_max_bytes: int | None = None   # None: the filter's default (65536)
     descriptor_set: bytes | None = None
     descriptor_source: str = ""
     descriptors: bool = True          # the map carries the messages' schema (opmap.py's "descriptors")
@@ -326,6 +331,10 @@ def plugin_config(options: Options, operation_map: dict, transcoded: bool) -> st
         config["sample_rate"] = options.sample_rate
     if options.grpc_message_bytes is not None:
         config["grpc_message_max_bytes"] = options.grpc_message_bytes
+    if options.counterfactual_rate is not None:
+        config["counterfactual_rate"] = options.counterfactual_rate
+    if options.counterfactual_max_bytes is not None:
+        config["counterfactual_max_bytes"] = options.counterfactual_max_bytes
     if transcoded:
         config["rest_transcoded"] = True
     if "descriptors" in operation_map:
@@ -400,6 +409,9 @@ def inject_hcm(site: HcmSite, bootstrap: dict, options: Options, operation_map: 
     lines = [f"{site.label}, stat_prefix {hcm.get('stat_prefix', '?')}:",
              f"  + http filter {name} (wasm, FAIL_OPEN) first, before {', '.join(others)}"
              + (" via ECDS" if options.ecds_dir is not None else "")]
+    settings = {key: value for key, value in json.loads(configuration).items() if key in PLUGIN_SETTINGS}
+    if settings:
+        lines.append(f"    settings: {', '.join(f'{key} {value:g}' for key, value in settings.items())}")
     if transcoded:
         lines.append("    this HCM transcodes REST to gRPC: its REST calls are recorded as rest-transcoded")
     if "rds" in hcm or "scoped_routes" in hcm:
@@ -556,12 +568,26 @@ def operation_map(bootstrap: dict, options: Options, report: Report) -> dict:
     return doc
 
 
+def counterfactual_note(config: dict) -> str | None:
+    """Why a counterfactual rate above 0 sizes nothing in this plugin configuration, or None."""
+    rate = config.get("counterfactual_rate", render.COUNTERFACTUAL_RATE_DEFAULT)
+    if rate > 0 and "descriptors" not in config:
+        return (f"counterfactual_rate {rate:g} sizes nothing yet: the filter's configuration carries no message "
+                "schema (descriptors; --descriptor-set, or a grpc_json_transcoder's descriptor, brings it, "
+                "unless --no-descriptors)")
+    return None
+
+
 def inject(doc: Document, options: Options) -> Report:
     report = Report()
     bootstrap = doc.data
     operations = operation_map(bootstrap, options, report)
     for site in list(http_connection_managers(bootstrap, options.listeners, report)):
         inject_hcm(site, bootstrap, options, operations, report)
+    if options.counterfactual_rate is not None and report.injected:
+        note = counterfactual_note({"counterfactual_rate": options.counterfactual_rate, **operations})
+        if note:
+            report.note(note)
     remove_cluster(bootstrap)
     if report.injected and (options.access_log == "otlp" or report.tracers_added):
         _clusters(bootstrap, create=True).append(
@@ -644,6 +670,7 @@ def update_ecds(directory: Path, options: Options, new_wasm: bool) -> tuple[Repo
     operations = operation_map({}, options, report) if options.descriptor_set is not None else None
     resources = {}
     sampling_changed = False
+    unused: str | None = None         # why the counterfactual rate given sizes nothing
     for name in names:
         path = ecds_resource_path(directory, name)
         try:
@@ -676,12 +703,27 @@ def update_ecds(directory: Path, options: Options, new_wasm: bool) -> tuple[Repo
             changes.append(f"grpc_message_max_bytes {current.get('grpc_message_max_bytes', 128)} -> "
                            f"{options.grpc_message_bytes}")
             current["grpc_message_max_bytes"] = options.grpc_message_bytes
+        # The counterfactual share changes what the filter computes, not which calls have a record:
+        # the access log needs no change (unlike the sample rate's).
+        if options.counterfactual_rate is not None:
+            was = current.get("counterfactual_rate", render.COUNTERFACTUAL_RATE_DEFAULT)
+            changes.append(f"counterfactual_rate {was:g} -> {options.counterfactual_rate:g}")
+            current["counterfactual_rate"] = options.counterfactual_rate
+        if options.counterfactual_max_bytes is not None:
+            changes.append(f"counterfactual_max_bytes "
+                           f"{current.get('counterfactual_max_bytes', render.COUNTERFACTUAL_MAX_BYTES_DEFAULT)} -> "
+                           f"{options.counterfactual_max_bytes}")
+            current["counterfactual_max_bytes"] = options.counterfactual_max_bytes
+        if options.counterfactual_rate is not None:
+            unused = counterfactual_note(current) or unused
         if new_wasm:
             new_code = ecds_wasm_path(directory, options.wasm)
             changes.append(f"module {code.name} -> {new_code.name}")
             code = new_code
         report.note(f"{name}: {', '.join(changes) or 'nothing to change'}")
         resources[name] = wasm_config(name, json.dumps(current, separators=(",", ":")), code)
+    if unused:
+        report.note(unused)
     if sampling_changed:
         # The access log lives in the bootstrap, outside ECDS: its filter for recorded calls stays as injected.
         report.note(f"the access log {ACCESS_LOG_NAME} in your bootstrap keeps its injected filter: below rate 1 it "
@@ -704,6 +746,20 @@ def _collector(value: str) -> tuple[str, int]:
 def _grpc_message_bytes(value: str) -> int:
     try:
         return render.check_grpc_message_bytes(value, "--grpc-message-bytes")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _counterfactual_rate(value: str) -> float:
+    try:
+        return render.check_counterfactual_rate(value, "--counterfactual-rate")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _counterfactual_max_bytes(value: str) -> int:
+    try:
+        return render.check_counterfactual_max_bytes(value, "--counterfactual-max-bytes")
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -747,6 +803,12 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--grpc-message-bytes", type=_grpc_message_bytes, metavar="N",
                       help="most bytes of a grpc-message (which can echo client input) stored, 0..1024; "
                            "0: never (default 128)")
+    what.add_argument("--counterfactual-rate", type=_counterfactual_rate, metavar="R",
+                      help="share of recorded calls whose payloads the filter sizes in the other protocol's "
+                           "encoding, 0..1 (default 0.01; needs the messages' schema: not with --no-descriptors)")
+    what.add_argument("--counterfactual-max-bytes", type=_counterfactual_max_bytes, metavar="N",
+                      help="most bytes of a body (of one message, on streams) read for that estimate; larger "
+                           "ones get the reason too_large (default 65536)")
     what.add_argument("--wasm", metavar="FILE",
                       help=f"the filter's .wasm (default: {default_wasm}; with --update-ecds: keep the module)")
     where = parser.add_argument_group("where the record goes")
@@ -784,7 +846,8 @@ def options_from(args: argparse.Namespace) -> Options:
         access_log=args.access_log,
         access_log_path=str(Path(args.access_log_path).resolve()) if args.access_log_path else None,
         service_name=args.service_name, trace_sampling=args.trace_sampling, sample_rate=args.sample_rate,
-        grpc_message_bytes=args.grpc_message_bytes,
+        grpc_message_bytes=args.grpc_message_bytes, counterfactual_rate=args.counterfactual_rate,
+        counterfactual_max_bytes=args.counterfactual_max_bytes,
         packages=None if not args.package else tuple(args.package), listeners=tuple(args.listener),
         ecds_dir=Path(args.ecds_dir).resolve() if args.ecds_dir else None, ecds_ads=args.ecds_ads,
         descriptors=not args.no_descriptors)

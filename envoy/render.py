@@ -310,6 +310,23 @@ def check_counterfactual_rate(value: str | float, name: str = "counterfactual ra
     return check_sample_rate(value, name, COUNTERFACTUAL_MEANING)
 
 
+# The filter's defaults (filters/core/src/counterfactual: DEFAULT_RATE, DEFAULT_MAX_BYTES)
+# and the largest counterfactual_max_bytes its configuration takes (a u32).
+COUNTERFACTUAL_RATE_DEFAULT = 0.01
+COUNTERFACTUAL_MAX_BYTES_DEFAULT = 64 * 1024
+COUNTERFACTUAL_MAX_BYTES_MAX = 2**32 - 1
+
+
+def check_counterfactual_max_bytes(value: str | int, name: str = "counterfactual max bytes") -> int:
+    """The filter's counterfactual_max_bytes, or ValueError naming where it came from."""
+    text = str(value).strip()
+    if not (text.isascii() and text.isdigit()) or int(text) > COUNTERFACTUAL_MAX_BYTES_MAX:
+        raise ValueError(f"{name}={value!r}: expected a whole number of bytes in [0, {COUNTERFACTUAL_MAX_BYTES_MAX}] "
+                         "(the most body bytes, or bytes of one streamed message, read for one counterfactual "
+                         "estimate; larger ones get the reason too_large)")
+    return int(text)
+
+
 # The most of a grpc-message the filter keeps (its grpc_message_max_bytes: 0..1024).
 GRPC_MESSAGE_BYTES_MAX = 1024
 

@@ -375,3 +375,71 @@ def test_grpc_message_bytes_reaches_the_plugin_configuration(tmp_path, wasm, cap
     with pytest.raises(SystemExit):
         run([str(source), "--wasm", str(wasm), "--grpc-message-bytes", "1025"], capsys)
     assert "--grpc-message-bytes='1025': expected a whole number of bytes in [0, 1024]" in capsys.readouterr().err
+
+
+def test_counterfactual_rate_and_max_bytes_reach_the_plugin_configuration(tmp_path, wasm, capsys):
+    source = tmp_path / "envoy.yaml"
+    source.write_text(FRONT_PROXY)
+    ecds = tmp_path / "ecds"
+    code, out, err = run([str(source), "--wasm", str(wasm), "--ecds-dir", str(ecds), "--descriptor-set",
+                          str(DESCRIPTORS), "--counterfactual-rate", "0.25", "--counterfactual-max-bytes", "16384"],
+                         capsys)
+    assert code == 0, err
+    assert "settings: counterfactual_rate 0.25, counterfactual_max_bytes 16384" in err
+    assert "sizes nothing" not in err  # the schema came with the map
+
+    def plugin() -> dict:
+        (resource,) = json.loads((ecds / "wirelens.json").read_text())["resources"]
+        return json.loads(resource["typed_config"]["config"]["configuration"]["value"])
+
+    injected = plugin()
+    assert (injected["counterfactual_rate"], injected["counterfactual_max_bytes"]) == (0.25, 16384)
+    assert injected["descriptors"] and len(injected["operations"]) == 10
+    # Live: only the named setting changes; the access log is not touched (nothing to say about it).
+    code, _, err = run(["--update-ecds", "--ecds-dir", str(ecds), "--counterfactual-rate", "1"], capsys)
+    assert code == 0, err
+    assert "wirelens: counterfactual_rate 0.25 -> 1\n" in err
+    assert inject.ACCESS_LOG_NAME not in err
+    assert plugin() == {**injected, "counterfactual_rate": 1}
+    code, _, err = run(["--update-ecds", "--ecds-dir", str(ecds), "--counterfactual-rate", "0",
+                        "--counterfactual-max-bytes", "0"], capsys)
+    assert code == 0 and "counterfactual_rate 1 -> 0, counterfactual_max_bytes 16384 -> 0" in err, err
+    assert (plugin()["counterfactual_rate"], plugin()["counterfactual_max_bytes"]) == (0, 0)
+    # The same settings again: the resource already says this, so Envoy is not made to reload.
+    code, _, err = run(["--update-ecds", "--ecds-dir", str(ecds), "--counterfactual-rate", "0"], capsys)
+    assert code == 0 and "unchanged: the resources already say this" in err, err
+    # Without the schema a rate sizes nothing, and the tool says so.
+    code, _, err = run(["--update-ecds", "--ecds-dir", str(ecds), "--no-descriptors", "--counterfactual-rate", "1"],
+                       capsys)
+    assert code == 0 and "counterfactual_rate 1 sizes nothing yet" in err, err
+    assert "descriptors" not in plugin() and plugin()["counterfactual_rate"] == 1
+
+    (tmp_path / "injected.yaml").write_text(out)
+    assert run([str(tmp_path / "injected.yaml"), "--remove"], capsys)[1] == FRONT_PROXY
+
+
+def test_counterfactual_defaults_stay_the_filters_and_bad_values_name_the_flag(tmp_path, wasm, capsys):
+    source = tmp_path / "envoy.yaml"
+    source.write_text(FRONT_PROXY)
+    code, out, err = run([str(source), "--wasm", str(wasm), "--descriptor-set", str(DESCRIPTORS)], capsys)
+    assert code == 0, err
+    config = json.loads(hcm_of(load(out))["http_filters"][0]["typed_config"]["config"]["configuration"]["value"])
+    assert "counterfactual_rate" not in config and "counterfactual_max_bytes" not in config  # the filter's defaults
+    assert "settings:" not in err
+    code, out, err = run([str(source), "--wasm", str(wasm), "--no-descriptors", "--descriptor-set", str(DESCRIPTORS),
+                          "--counterfactual-rate", "1"], capsys)
+    assert code == 0 and "counterfactual_rate 1 sizes nothing yet" in err, err
+    # --diff shows the new field in the filter's configuration line.
+    code, out, _ = run([str(source), "--wasm", str(wasm), "--diff", "--counterfactual-rate", "0.5"], capsys)
+    assert code == 0
+    (config_line,) = [line for line in out.splitlines() if line.startswith("+") and '"operations"' in line]
+    assert '"counterfactual_rate":0.5' in config_line
+    for flag, value, expected in [
+            ("--counterfactual-rate", "1.5", "--counterfactual-rate='1.5': expected a number in [0, 1]"),
+            ("--counterfactual-rate", "nan", "--counterfactual-rate='nan': expected a number in [0, 1]"),
+            ("--counterfactual-max-bytes", "-1", "--counterfactual-max-bytes='-1': expected a whole number of bytes"),
+            ("--counterfactual-max-bytes", "4294967296", "in [0, 4294967295]"),
+            ("--counterfactual-max-bytes", "1.5", "--counterfactual-max-bytes='1.5'")]:
+        with pytest.raises(SystemExit):
+            run([str(source), "--wasm", str(wasm), flag, value], capsys)
+        assert expected in capsys.readouterr().err, (flag, value)
