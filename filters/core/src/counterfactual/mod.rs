@@ -17,8 +17,8 @@
 pub mod capture;
 pub mod estimate;
 pub mod protojson;
+pub mod wire;
 
-use prost::Message;
 use prost_reflect::{
     DeserializeOptions, DynamicMessage, FieldDescriptor, Kind, MessageDescriptor, ReflectMessage,
     Value,
@@ -212,7 +212,7 @@ pub fn proto_message_size<'b>(
     for (path, value) in bindings {
         bind(&mut msg, path, value)?;
     }
-    Ok(msg.encoded_len() as u64)
+    Ok(wire::message_size(&msg))
 }
 
 /// An empty (or blank) JSON body: read as the empty message.

@@ -9,8 +9,15 @@
 //! `strconv.FormatFloat(f, 'f' or 'e', -1, bits)` with the exponent form
 //! outside [1e-6, 1e21) (`1`, `1e+21`, `1e-7`). [`GoFloats`] writes the
 //! same digits the Go way, so the counts are exact.
+//!
+//! prost-reflect's walk differs from protojson in two more places, added
+//! back by [`go_extra`]: a `float`/`double` field holding `-0.0` is taken
+//! for its default and left out (Go prints `-0`), and a `FloatValue` or
+//! `DoubleValue` wrapper holding NaN or an infinity comes out as `null`
+//! (Go prints `"NaN"`, `"Infinity"`, `"-Infinity"`; and `-0` where
+//! prost-reflect, re-encoding the wrapper, prints `0`).
 
-use prost_reflect::{DynamicMessage, SerializeOptions};
+use prost_reflect::{DynamicMessage, Kind, ReflectMessage, SerializeOptions, Value};
 use serde_json::ser::Formatter;
 use std::io;
 
@@ -144,7 +151,79 @@ fn json_size_with(message: &DynamicMessage, options: &SerializeOptions) -> Optio
     let mut count = Count::default();
     let mut ser = serde_json::Serializer::with_formatter(&mut count, GoFloats);
     message.serialize_with_options(&mut ser, options).ok()?;
-    Some(count.0)
+    Some(count.0 + go_extra(message))
+}
+
+/// The bytes protojson prints for `message` beyond what prost-reflect's
+/// walk printed (module docs).
+fn go_extra(message: &DynamicMessage) -> u64 {
+    let desc = message.descriptor();
+    let mut extra = 0u64;
+    if matches!(
+        desc.full_name(),
+        "google.protobuf.FloatValue" | "google.protobuf.DoubleValue"
+    ) {
+        let value = desc
+            .get_field(1)
+            .map(|f| message.get_field(&f).into_owned());
+        let x = match value {
+            Some(Value::F32(x)) => f64::from(x),
+            Some(Value::F64(x)) => x,
+            _ => return 0,
+        };
+        return match x {
+            x if x.is_nan() => 1,                         // "NaN" for null
+            x if x == f64::INFINITY => 6,                 // "Infinity"
+            x if x == f64::NEG_INFINITY => 7,             // "-Infinity"
+            x if x.to_bits() == (-0.0f64).to_bits() => 1, // -0 for 0
+            _ => 0,
+        };
+    }
+    let (mut printed, mut negative_zeros) = (0u64, 0u64);
+    for field in desc.fields() {
+        if message.has_field(&field) {
+            printed += 1;
+        }
+        let value = message.get_field(&field);
+        match value.as_ref() {
+            Value::F32(x) if x.to_bits() == (-0.0f32).to_bits() && !field.supports_presence() => {
+                negative_zeros += 1;
+                extra += field.json_name().len() as u64 + 5; // "name":-0
+            }
+            Value::F64(x) if x.to_bits() == (-0.0f64).to_bits() && !field.supports_presence() => {
+                negative_zeros += 1;
+                extra += field.json_name().len() as u64 + 5;
+            }
+            // An unset message field reads as its default: not printed, and
+            // a recursive type would never end.
+            Value::Message(m) if message.has_field(&field) => extra += go_extra(m),
+            Value::List(items) if matches!(field.kind(), Kind::Message(_)) => {
+                for item in items {
+                    if let Value::Message(m) = item {
+                        extra += go_extra(m);
+                    }
+                }
+            }
+            Value::Map(entries) => {
+                for v in entries.values() {
+                    if let Value::Message(m) = v {
+                        extra += go_extra(m);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    // One comma before each field added, but before the first of an
+    // otherwise empty object.
+    if negative_zeros > 0 {
+        extra += if printed == 0 {
+            negative_zeros - 1
+        } else {
+            negative_zeros
+        };
+    }
+    extra
 }
 
 #[cfg(test)]
