@@ -750,20 +750,6 @@ def _grpc_message_bytes(value: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _counterfactual_rate(value: str) -> float:
-    try:
-        return render.check_counterfactual_rate(value, "--counterfactual-rate")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _counterfactual_max_bytes(value: str) -> int:
-    try:
-        return render.check_counterfactual_max_bytes(value, "--counterfactual-max-bytes")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def _rate(value: str) -> float:
     try:
         rate = float(value)
@@ -803,10 +789,12 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--grpc-message-bytes", type=_grpc_message_bytes, metavar="N",
                       help="most bytes of a grpc-message (which can echo client input) stored, 0..1024; "
                            "0: never (default 128)")
-    what.add_argument("--counterfactual-rate", type=_counterfactual_rate, metavar="R",
+    what.add_argument("--counterfactual-rate", metavar="R",
+                      type=render.argument_type(render.check_counterfactual_rate, "--counterfactual-rate"),
                       help="share of recorded calls whose payloads the filter sizes in the other protocol's "
                            "encoding, 0..1 (default 0.01; needs the messages' schema: not with --no-descriptors)")
-    what.add_argument("--counterfactual-max-bytes", type=_counterfactual_max_bytes, metavar="N",
+    what.add_argument("--counterfactual-max-bytes", metavar="N",
+                      type=render.argument_type(render.check_counterfactual_max_bytes, "--counterfactual-max-bytes"),
                       help="most bytes of a body (of one message, on streams) read for that estimate; larger "
                            "ones get the reason too_large (default 65536)")
     what.add_argument("--wasm", metavar="FILE",

@@ -327,6 +327,16 @@ def check_counterfactual_max_bytes(value: str | int, name: str = "counterfactual
     return int(text)
 
 
+def argument_type(check, flag: str):
+    """An argparse type from one of the checks above: a bad value is a usage error naming the flag."""
+    def convert(value: str):
+        try:
+            return check(value, flag)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return convert
+
+
 # The most of a grpc-message the filter keeps (its grpc_message_max_bytes: 0..1024).
 GRPC_MESSAGE_BYTES_MAX = 1024
 

@@ -6,13 +6,16 @@
     gateway.py status               each process: pid, port, health; Envoy's pid and admin port
     gateway.py render               write the resources and Envoy Gateway's config, start nothing
     gateway.py set-sample-rate R    rewrite the EnvoyExtensionPolicy on disk: live, no restart
+    gateway.py set-counterfactual-rate R   the same for the filter's counterfactual_rate
     gateway.py filters              the HTTP filters of the gateway's listener, in Envoy's order
 
 Envoy Gateway runs standalone: Custom provider, File resources (the directory
 `resources/` of the state dir, which it watches), Host infrastructure (it
 starts Envoy itself: the project's Envoy 1.40 binary, placed where it looks
 for it). The gateway exports to the local stack's Collector and routes to its
-REST and gRPC services, so the local stack must be up (`make up`).
+REST and gRPC services, so the local stack must be up (`make up`). Its filter
+sizes payloads in the other protocol's encoding at the local stack's
+WIRELENS_COUNTERFACTUAL_RATE (default 1, every recorded call).
 
 Ports: deploy/envoy-gateway/ports.env (ours) and deploy/local/ports.env (the
 stack's), each overridable by an environment variable of the same name.
@@ -37,6 +40,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Callable
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -108,7 +114,9 @@ def served_wasm(settings: dict[str, str]) -> tuple[Path, str]:
     return paths(settings)["wasm_dir"] / f"wirelens_filter-{sha[:16]}.wasm", sha
 
 
-def inputs(settings: dict[str, str], sample_rate: float | None = None) -> manifests.Inputs:
+def inputs(settings: dict[str, str], sample_rate: float | None = None, counterfactual_rate: float | None = None,
+           counterfactual_max_bytes: int | None = None) -> manifests.Inputs:
+    """The resources' inputs; counterfactual_rate None: the local stack's WIRELENS_COUNTERFACTUAL_RATE."""
     served, sha = served_wasm(settings)
     if not OPMAP.exists():
         raise StackError(f"{OPMAP} is missing: run `make proto`")
@@ -124,6 +132,9 @@ def inputs(settings: dict[str, str], sample_rate: float | None = None) -> manife
         ready_port=int(settings["WIRELENS_GATEWAY_READY_PORT"]),
         concurrency=int(settings["WIRELENS_GATEWAY_CONCURRENCY"]),
         sample_rate=sample_rate,
+        counterfactual_rate=(float(settings["WIRELENS_COUNTERFACTUAL_RATE"]) if counterfactual_rate is None
+                             else counterfactual_rate),
+        counterfactual_max_bytes=counterfactual_max_bytes,
         standalone=True,
         envoy_certs=paths(settings)["envoy_certs"],
     )
@@ -326,13 +337,44 @@ def active_plugin_config(settings: dict[str, str]) -> dict | None:
     return None
 
 
-def set_sample_rate(settings: dict[str, str], rate: float) -> Path:
-    """Rewrite the EnvoyExtensionPolicy file (one rename): Envoy Gateway picks it up and updates Envoy live."""
-    files = manifests.render_files(inputs(settings, rate))
-    path = paths(settings)["resources"] / "wirelens-policy.yaml"
+# The filter's settings the set-* commands change, each kept by the others.
+POLICY_SETTINGS = ("sample_rate", "counterfactual_rate", "counterfactual_max_bytes")
+
+
+def policy_path(settings: dict[str, str]) -> Path:
+    return paths(settings)["resources"] / "wirelens-policy.yaml"
+
+
+def policy_settings(settings: dict[str, str]) -> dict:
+    """The POLICY_SETTINGS the EnvoyExtensionPolicy on disk gives the filter ({} without one)."""
+    try:
+        documents = list(YAML(typ="safe").load_all(policy_path(settings).read_text()))
+        config = documents[0]["spec"]["wasm"][0]["config"]
+        return {key: config[key] for key in POLICY_SETTINGS if key in config}
+    except (OSError, YAMLError, LookupError, TypeError):
+        return {}
+
+
+def set_policy_settings(settings: dict[str, str], **changes) -> Path:
+    """Rewrite the EnvoyExtensionPolicy file (one rename) with changes to POLICY_SETTINGS, the others as
+    they are on disk: Envoy Gateway picks it up and updates Envoy live."""
+    unknown = set(changes) - set(POLICY_SETTINGS)
+    if unknown:
+        raise ValueError(f"not a policy setting: {', '.join(sorted(unknown))}")
+    policy = manifests.extension_policy(inputs(settings, **{**policy_settings(settings), **changes}))
+    path = policy_path(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
     manifests.write_atomic(path, manifests.HEADER.format(version=manifests.ENVOY_GATEWAY_VERSION)
-                        + manifests.to_yaml(files["wirelens-policy.yaml"]))
+                           + manifests.to_yaml([policy]))
     return path
+
+
+def set_sample_rate(settings: dict[str, str], rate: float) -> Path:
+    return set_policy_settings(settings, sample_rate=rate)
+
+
+def set_counterfactual_rate(settings: dict[str, str], rate: float) -> Path:
+    return set_policy_settings(settings, counterfactual_rate=rate)
 
 
 # ---------------------------------------------------------------- processes
@@ -440,11 +482,13 @@ def demo(settings: dict[str, str], calls: int = 50, log: Callable[[str], None] =
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["up", "down", "status", "render", "set-sample-rate", "filters", "demo"])
-    parser.add_argument("value", nargs="?", help="for set-sample-rate: the rate, in [0, 1]")
+    setters = {"set-sample-rate": (set_sample_rate, manifests.envoy_render.check_sample_rate),
+               "set-counterfactual-rate": (set_counterfactual_rate, manifests.envoy_render.check_counterfactual_rate)}
+    parser.add_argument("command", choices=["up", "down", "status", "render", *setters, "filters", "demo"])
+    parser.add_argument("value", nargs="?", help="for set-sample-rate, set-counterfactual-rate: the rate, in [0, 1]")
     args = parser.parse_args(argv)
-    if (args.command == "set-sample-rate") != (args.value is not None):
-        parser.error("set-sample-rate takes the rate; no other command takes a value")
+    if (args.command in setters) != (args.value is not None):
+        parser.error(f"{' and '.join(setters)} take the rate; no other command takes a value")
     try:
         settings = load_settings()
         if args.command == "up":
@@ -460,14 +504,13 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "render":
             for path in render_only(settings):
                 print(path)
-        elif args.command == "set-sample-rate":
+        elif args.command in setters:
+            setter, check = setters[args.command]
             try:
-                rate = float(args.value)
-            except ValueError:
-                parser.error(f"{args.value!r} is not a number")
-            if not 0 <= rate <= 1:
-                parser.error(f"the sample rate {rate} is not in [0, 1]")
-            print(set_sample_rate(settings, rate))
+                rate = check(args.value, args.command)
+            except ValueError as exc:
+                parser.error(str(exc))
+            print(setter(settings, rate))
         elif args.command == "demo":
             demo(settings)
         elif args.command == "filters":

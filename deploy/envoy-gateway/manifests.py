@@ -18,7 +18,9 @@ Files (one directory, which Envoy Gateway's file provider watches):
                         its span tags); in standalone mode also the Host
                         provider (our Envoy binary) and the admin port
   wirelens-policy.yaml  EnvoyExtensionPolicy: the wasm filter (HTTP code source
-                        + sha256, plugin config = the operation map), failOpen
+                        + sha256, plugin config = the operation map plus the
+                        settings given: sample_rate, counterfactual_rate,
+                        counterfactual_max_bytes), failOpen
   standalone.yaml       only in standalone mode: Secret `envoy` and the
                         EnvoyPatchPolicy that makes a host-run gateway work on
                         one machine (see patch_policy())
@@ -100,6 +102,10 @@ class Inputs:
     ready_port: int = 19003
     concurrency: int = 2
     sample_rate: float | None = None  # None: whatever plugin_config says (default 1)
+    # The share of recorded calls whose payloads the filter sizes in the other protocol's
+    # encoding, and the most bytes it reads for one; None: plugin_config's (default 0.01, 65536).
+    counterfactual_rate: float | None = None
+    counterfactual_max_bytes: int | None = None
     # Standalone (Host infrastructure) only: the certificates `envoy-gateway certgen --local` made.
     standalone: bool = True
     envoy_certs: Path | None = None   # <configHome>/certs/envoy: ca.crt, tls.crt, tls.key
@@ -218,6 +224,11 @@ def plugin_config(inputs: Inputs) -> dict:
         if not 0 <= inputs.sample_rate <= 1:
             raise ValueError(f"sample rate {inputs.sample_rate} is not in [0, 1]")
         config["sample_rate"] = inputs.sample_rate
+    if inputs.counterfactual_rate is not None:
+        config["counterfactual_rate"] = envoy_render.check_counterfactual_rate(inputs.counterfactual_rate)
+    if inputs.counterfactual_max_bytes is not None:
+        config["counterfactual_max_bytes"] = envoy_render.check_counterfactual_max_bytes(
+            inputs.counterfactual_max_bytes)
     return config
 
 
@@ -357,6 +368,7 @@ def load_ports(environ: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    checked = envoy_render.argument_type  # a flag's value through envoy/render.py's check, errors naming the flag
     parser = argparse.ArgumentParser(
         description="Render wirelens' Envoy Gateway resources. Ports come from deploy/envoy-gateway/ports.env "
                     "and deploy/local/ports.env, each overridable by an environment variable of the same name.")
@@ -367,7 +379,16 @@ def main(argv: list[str] | None = None) -> int:
                                            "(default: http://127.0.0.1:$WIRELENS_GATEWAY_WASM_PORT/<file name>)")
     parser.add_argument("--plugin-config", type=Path, default=ROOT / "build" / "opmap.json",
                         help="the operation map (default: build/opmap.json)")
-    parser.add_argument("--sample-rate", type=float, help="override the plugin config's sample_rate")
+    parser.add_argument("--sample-rate", metavar="R", type=checked(envoy_render.check_sample_rate, "--sample-rate"),
+                        help="override the plugin config's sample_rate: share of calls recorded, 0..1")
+    parser.add_argument("--counterfactual-rate", metavar="R",
+                        type=checked(envoy_render.check_counterfactual_rate, "--counterfactual-rate"),
+                        help="override the plugin config's counterfactual_rate: share of recorded calls whose "
+                             "payloads are sized in the other protocol's encoding, 0..1 (the filter's default 0.01)")
+    parser.add_argument("--counterfactual-max-bytes", metavar="N",
+                        type=checked(envoy_render.check_counterfactual_max_bytes, "--counterfactual-max-bytes"),
+                        help="override the plugin config's counterfactual_max_bytes: most body bytes read for one "
+                             "estimate (the filter's default 65536)")
     parser.add_argument("--backend-host", default="127.0.0.1",
                         help="address (IP or DNS name) of the services and the Collector (default 127.0.0.1)")
     parser.add_argument("--standalone-certs", type=Path,
@@ -385,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         wasm_sha256=sha256_file(args.wasm), plugin_config=json.loads(args.plugin_config.read_text()),
         envoy_admin_port=int(ports["WIRELENS_GATEWAY_ADMIN_PORT"]),
         ready_port=int(ports["WIRELENS_GATEWAY_READY_PORT"]), sample_rate=args.sample_rate,
+        counterfactual_rate=args.counterfactual_rate, counterfactual_max_bytes=args.counterfactual_max_bytes,
         standalone=args.standalone_certs is not None, envoy_certs=args.standalone_certs, host=args.backend_host)
     for path in write_files(args.out, render_files(inputs), HEADER.format(version=ENVOY_GATEWAY_VERSION)):
         print(path)

@@ -4,10 +4,12 @@
     deploy/istio/render.py                       rewrite wasmplugin.yaml, telemetry.yaml, mesh-config.yaml
     deploy/istio/render.py --check               exit 1, with a diff, if any of them is out of date
     deploy/istio/render.py --out-dir DIR --plugin-config your-opmap.json --image oci://REG/wirelens-filter:TAG
+    deploy/istio/render.py --out-dir DIR --counterfactual-rate 0.05     the filter's settings over the map's
 
 What comes from where:
   WasmPlugin pluginConfig       the filter's operation map (build/opmap.json, `make proto`;
                                 for your own services: proto/opmap.py on your descriptor set)
+                                and --counterfactual-rate, --counterfactual-max-bytes if given
   mesh-config envoyOtelAls      the access-log attributes of envoy/render.py RECORD_FIELDS,
     logFormat.labels            name -> Envoy format string, the same as the local stack's
   Telemetry tracing customTags  the record's span tags (RECORD_FIELDS marked as tags)
@@ -147,6 +149,17 @@ MESH_CONFIG_INTRO = """\
 """
 
 
+def with_settings(plugin_config: dict, counterfactual_rate: float | None = None,
+                  counterfactual_max_bytes: int | None = None) -> dict:
+    """The plugin configuration with the filter's settings given (None: the map's, else the filter's default)."""
+    config = dict(plugin_config)
+    if counterfactual_rate is not None:
+        config["counterfactual_rate"] = envoy_render.check_counterfactual_rate(counterfactual_rate)
+    if counterfactual_max_bytes is not None:
+        config["counterfactual_max_bytes"] = envoy_render.check_counterfactual_max_bytes(counterfactual_max_bytes)
+    return config
+
+
 def render_all(plugin_config: dict, image: str, sha256: str | None, collector: str) -> dict[str, str]:
     return {
         "wasmplugin.yaml": _dump(wasm_plugin(plugin_config, image, sha256),
@@ -158,6 +171,7 @@ def render_all(plugin_config: dict, image: str, sha256: str | None, collector: s
 
 
 def main(argv: list[str] | None = None) -> int:
+    checked = envoy_render.argument_type  # a flag's value through envoy/render.py's check, errors naming the flag
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--plugin-config", type=Path, default=DEFAULT_PLUGIN_CONFIG,
                         help="the filter's JSON plugin configuration (default: build/opmap.json, `make proto`)")
@@ -165,13 +179,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sha256", help="the image's manifest digest (64 hex digits), verified by Istio")
     parser.add_argument("--collector", default=DEFAULT_COLLECTOR,
                         help=f"the Collector's Service host name (default {DEFAULT_COLLECTOR})")
+    parser.add_argument("--counterfactual-rate", metavar="R",
+                        type=checked(envoy_render.check_counterfactual_rate, "--counterfactual-rate"),
+                        help="the filter's counterfactual_rate: share of recorded calls whose payloads are sized in "
+                             "the other protocol's encoding, 0..1 (default: the map's, else the filter's 0.01)")
+    parser.add_argument("--counterfactual-max-bytes", metavar="N",
+                        type=checked(envoy_render.check_counterfactual_max_bytes, "--counterfactual-max-bytes"),
+                        help="the filter's counterfactual_max_bytes: most body bytes read for one estimate "
+                             "(default: the map's, else the filter's 65536)")
     parser.add_argument("--out-dir", type=Path, default=HERE)
     parser.add_argument("--check", action="store_true", help="compare with the files in --out-dir instead of writing")
     args = parser.parse_args(argv)
     if not args.plugin_config.is_file():
         print(f"render: {args.plugin_config} is missing: run `make proto`", file=sys.stderr)
         return 1
-    plugin_config = json.loads(args.plugin_config.read_text())
+    plugin_config = with_settings(json.loads(args.plugin_config.read_text()), args.counterfactual_rate,
+                                  args.counterfactual_max_bytes)
     files = render_all(plugin_config, args.image, args.sha256, args.collector)
     stale = []
     for name, text in files.items():

@@ -273,3 +273,81 @@ def test_egctl_finds_a_reference_error_it_exits_0_on(tmp_path):
     assert code == 1
     assert any(c["check"].startswith("egctl x translate: /httpRoutes[0]") and "ResolvedRefs=False" in c["detail"]
                and "no-such-backend" in c["detail"] for c in failed), failed
+
+
+# ---------------------------------------------------------------- the filter's settings in Envoy Gateway and Istio
+
+
+def rendered_policy_config(directory: Path) -> dict:
+    (policy,) = yaml.safe_load_all((directory / "wirelens-policy.yaml").read_text().split("\n", 1)[1])
+    (wasm,) = policy["spec"]["wasm"]
+    return wasm["config"]
+
+
+def test_envoy_gateway_policy_carries_the_counterfactual_settings(tmp_path):
+    if not OPMAP.exists():
+        pytest.skip("build/opmap.json is not built (make proto)")
+    renderer = ROOT / "deploy" / "envoy-gateway" / "manifests.py"
+    plain, tuned = tmp_path / "plain", tmp_path / "tuned"
+    subprocess.run([PY, str(renderer), "-o", str(plain)], cwd=ROOT, check=True, capture_output=True)
+    subprocess.run([PY, str(renderer), "-o", str(tuned), "--sample-rate", "0.5", "--counterfactual-rate", "0.05",
+                    "--counterfactual-max-bytes", "16384"], cwd=ROOT, check=True, capture_output=True)
+    opmap = json.loads(OPMAP.read_text())
+    assert rendered_policy_config(plain) == opmap  # nothing given: the filter's defaults
+    assert rendered_policy_config(tuned) == {**opmap, "sample_rate": 0.5, "counterfactual_rate": 0.05,
+                                             "counterfactual_max_bytes": 16384}
+    for flag, value in (("--counterfactual-rate", "1.5"), ("--counterfactual-max-bytes", "-1"), ("--sample-rate", "2")):
+        result = subprocess.run([PY, str(renderer), "-o", str(tmp_path / "bad"), flag, value], cwd=ROOT,
+                                capture_output=True, text=True)
+        assert result.returncode == 2 and f"{flag}={value!r}: expected" in result.stderr, result.stderr
+        assert not (tmp_path / "bad").exists()
+
+
+def test_envoy_gateway_set_commands_change_one_setting_and_keep_the_others(tmp_path):
+    import gateway  # noqa: E402  (deploy/envoy-gateway/gateway.py)
+    import manifests  # noqa: E402  (deploy/envoy-gateway/manifests.py)
+
+    if not (OPMAP.exists() and gateway.WASM.exists()):
+        pytest.skip("build/opmap.json or the filter is not built (make proto filter)")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("WIRELENS_")}
+    settings = gateway.load_settings({**environ, "WIRELENS_GATEWAY_STATE_DIR": str(tmp_path / "state")})
+    # The standalone gateway follows the local stack's counterfactual rate (1 there), like its Envoy.
+    assert gateway.inputs(settings).counterfactual_rate == 1.0
+    assert gateway.inputs({**settings, "WIRELENS_COUNTERFACTUAL_RATE": "0.2"}).counterfactual_rate == 0.2
+    assert gateway.policy_settings(settings) == {}   # no policy on disk yet
+    path = gateway.set_counterfactual_rate(settings, 0.3)
+    assert path == gateway.policy_path(settings)
+    assert gateway.policy_settings(settings) == {"counterfactual_rate": 0.3}
+    gateway.set_sample_rate(settings, 0.1)
+    assert gateway.policy_settings(settings) == {"sample_rate": 0.1, "counterfactual_rate": 0.3}
+    gateway.set_counterfactual_rate(settings, 0)
+    config = rendered_policy_config(path.parent)
+    assert (config["sample_rate"], config["counterfactual_rate"]) == (0.1, 0)
+    assert config["operations"] == json.loads(OPMAP.read_text())["operations"]
+    with pytest.raises(ValueError, match=r"counterfactual rate=2: expected a number in \[0, 1\]"):
+        manifests.extension_policy(gateway.inputs(settings, counterfactual_rate=2))
+    with pytest.raises(ValueError, match="counterfactual max bytes=-5"):
+        manifests.extension_policy(gateway.inputs(settings, counterfactual_max_bytes=-5))
+    with pytest.raises(SystemExit):
+        gateway.main(["set-counterfactual-rate", "1.5"])
+
+
+def test_istio_wasm_plugin_carries_the_counterfactual_settings(tmp_path):
+    if not OPMAP.exists():
+        pytest.skip("build/opmap.json is not built (make proto)")
+    renderer = ROOT / "deploy" / "istio" / "render.py"
+    flags = ["--counterfactual-rate", "0.05", "--counterfactual-max-bytes", "16384"]
+    subprocess.run([PY, str(renderer), "--out-dir", str(tmp_path), *flags], check=True, capture_output=True)
+    spec = yaml.safe_load((tmp_path / "wasmplugin.yaml").read_text())["spec"]
+    assert spec["pluginConfig"] == {**json.loads(OPMAP.read_text()), "counterfactual_rate": 0.05,
+                                    "counterfactual_max_bytes": 16384}
+    # --check compares with the same settings; the committed file (rendered without them) differs only there.
+    assert subprocess.run([PY, str(renderer), "--out-dir", str(tmp_path), "--check", *flags]).returncode == 0
+    result = subprocess.run([PY, str(renderer), "--check", *flags], capture_output=True, text=True)
+    assert result.returncode == 1 and "wasmplugin.yaml" in result.stderr
+    assert sorted(line for line in result.stdout.splitlines() if line.startswith("+ ")) == [
+        "+    counterfactual_max_bytes: 16384", "+    counterfactual_rate: 0.05"]
+    result = subprocess.run([PY, str(renderer), "--out-dir", str(tmp_path / "bad"), "--counterfactual-rate", "-0.1"],
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and "--counterfactual-rate='-0.1': expected a number in [0, 1]" in result.stderr
+    assert not (tmp_path / "bad").exists()
