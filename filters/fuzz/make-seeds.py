@@ -271,7 +271,29 @@ def sequence_seeds():
     }
 
 
+def counterfactual_seeds():
+    """The oracle vectors' payloads (core/tests/counterfactual/vectors.json),
+    each as protobuf and as JSON, some also through the frame capture."""
+    path = os.path.join(HERE, "..", "core", "tests", "counterfactual", "vectors.json")
+    with open(path) as f:
+        cases = json.load(f)["cases"]
+    seeds = {}
+    for i, case in enumerate(cases):
+        pick = i % 256
+        if "binary" in case:
+            binary = base64.b64decode(case["binary"])
+            seeds[f"pb_{case['name']}"] = bytes([pick, 0, 7, 64]) + binary
+            seeds[f"frames_{case['name']}"] = bytes([pick, 2, 3, 64]) + frame(0, binary) + frame(0, binary)
+            seeds[f"json_{case['name']}"] = bytes([pick, 1, 7, 64]) + case["json"].encode()
+        if "binary_invalid" in case:
+            seeds[f"pb_{case['name']}"] = bytes([pick, 2, 1, 8]) + base64.b64decode(case["binary_invalid"])
+        if "json_invalid" in case:
+            seeds[f"json_{case['name']}"] = bytes([pick, 1, 1, 8]) + case["json_invalid"].encode()
+    return seeds
+
+
 def main():
+    SEEDS["counterfactual"] = counterfactual_seeds()
     for target, extra in bad_seeds().items():
         SEEDS.setdefault(target, {}).update(extra)
     SEEDS["call_sequence"] = sequence_seeds()

@@ -1,5 +1,5 @@
 //! Replays the committed corpora of the whole-call fuzz targets (`call`,
-//! `call_sequence`) natively, so `cargo test` checks every seed (among
+//! `call_sequence`) and of `counterfactual` natively, so `cargo test` checks every seed (among
 //! them the bad-input suite's requests, `filters/fuzz/corpus/call/bad_*`)
 //! without cargo-fuzz.
 
@@ -9,6 +9,8 @@ mod call;
 mod call_sequence;
 #[path = "../../fuzz/drivers/common.rs"]
 mod common;
+#[path = "../../fuzz/drivers/counterfactual.rs"]
+mod counterfactual;
 
 use std::path::Path;
 
@@ -20,6 +22,11 @@ fn call_corpus_replays() {
 #[test]
 fn call_sequence_corpus_replays() {
     replay("call_sequence", 8, call_sequence::check);
+}
+
+#[test]
+fn counterfactual_corpus_replays() {
+    replay("counterfactual", 200, counterfactual::check);
 }
 
 fn replay(target: &str, at_least: usize, check: fn(&[u8])) {
