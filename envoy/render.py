@@ -354,7 +354,7 @@ def render(ports: dict[str, str], filter_wasm: Path, plugin_config: str, descrip
            access_log: str = "otlp", access_log_path: str | Path | None = None,
            web_dir: Path = WEB_DIR, sample_rate: float | None = None,
            grpc_message_max_bytes: int | None = None,
-           counterfactual_rate: float | None = None) -> str:
+           counterfactual_rate: float | None = None, counterfactual_max_bytes: int | None = None) -> str:
     """The Envoy config; plugin_config is the filter's JSON (build/opmap.json).
 
     access_log picks the access-log sink (ACCESS_LOG_SINKS); `file` needs
@@ -363,7 +363,7 @@ def render(ports: dict[str, str], filter_wasm: Path, plugin_config: str, descrip
     only recorded calls (module docstring, "Sampling"). grpc_message_max_bytes,
     if given, is how much of a grpc-message the filter publishes (0: none).
     counterfactual_rate, if given, replaces the plugin configuration's
-    (docs/what-if.md).
+    (docs/what-if.md), as does counterfactual_max_bytes.
     """
     missing = [name for name in PORT_VARIABLES if not ports.get(name)]
     if missing:
@@ -378,6 +378,8 @@ def render(ports: dict[str, str], filter_wasm: Path, plugin_config: str, descrip
         config["grpc_message_max_bytes"] = check_grpc_message_bytes(grpc_message_max_bytes)
     if counterfactual_rate is not None:
         config["counterfactual_rate"] = check_counterfactual_rate(counterfactual_rate)
+    if counterfactual_max_bytes is not None:
+        config["counterfactual_max_bytes"] = check_counterfactual_max_bytes(counterfactual_max_bytes)
     plugin_config = json.dumps(config, separators=(",", ":"))
     services = sorted({op["rpc_service"] for op in config.get("operations", []) if op.get("rpc_service")})
     transcoded_config = json.dumps({**config, "rest_transcoded": True}, separators=(",", ":"))

@@ -115,9 +115,14 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
     # protocol's encoding (its counterfactual_rate, docs/what-if.md): every
     # call here, 0.01 by the filter's default elsewhere.
     settings["WIRELENS_COUNTERFACTUAL_RATE"] = environ.get("WIRELENS_COUNTERFACTUAL_RATE", "1")
+    # The most of a body (or one streamed message) read for it: 1 MiB here, so
+    # E4's 500-product list is estimated too (the filter's default is 64 KiB).
+    settings["WIRELENS_COUNTERFACTUAL_MAX_BYTES"] = environ.get("WIRELENS_COUNTERFACTUAL_MAX_BYTES", "1048576")
     try:
         envoy_render.check_counterfactual_rate(settings["WIRELENS_COUNTERFACTUAL_RATE"],
                                                "WIRELENS_COUNTERFACTUAL_RATE")
+        envoy_render.check_counterfactual_max_bytes(settings["WIRELENS_COUNTERFACTUAL_MAX_BYTES"],
+                                                    "WIRELENS_COUNTERFACTUAL_MAX_BYTES")
     except ValueError as exc:
         raise StackError(str(exc)) from None
     # How much of a gRPC status message (grpc-message, which can echo user
@@ -326,7 +331,8 @@ def _render_envoy(settings: dict[str, str]) -> None:
                                    access_log=settings["WIRELENS_ACCESS_LOG_SINK"], access_log_path=access_log,
                                    sample_rate=float(settings["WIRELENS_SAMPLE_RATE"]),
                                    grpc_message_max_bytes=int(settings["WIRELENS_GRPC_MESSAGE_BYTES"]),
-                                   counterfactual_rate=float(settings["WIRELENS_COUNTERFACTUAL_RATE"]))
+                                   counterfactual_rate=float(settings["WIRELENS_COUNTERFACTUAL_RATE"]),
+                                   counterfactual_max_bytes=int(settings["WIRELENS_COUNTERFACTUAL_MAX_BYTES"]))
     (state_dir(settings) / "envoy.yaml").write_text(rendered)
 
 

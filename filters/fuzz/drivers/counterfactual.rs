@@ -30,10 +30,9 @@ struct Schema {
 fn schema() -> &'static Schema {
     static SCHEMA: OnceLock<Schema> = OnceLock::new();
     SCHEMA.get_or_init(|| {
-        let vectors: serde_json::Value = serde_json::from_str(include_str!(
-            "../../core/tests/counterfactual/vectors.json"
-        ))
-        .expect("vectors.json");
+        let vectors: serde_json::Value =
+            serde_json::from_str(include_str!("../../core/tests/counterfactual/vectors.json"))
+                .expect("vectors.json");
         let set = base64::engine::general_purpose::STANDARD
             .decode(vectors["descriptor_set"].as_str().expect("descriptor_set"))
             .expect("base64");
@@ -68,7 +67,10 @@ pub fn check(data: &[u8]) {
     let len = payload.len() as u64;
     if json_in {
         if let Ok(n) = proto_message_size(desc, payload, BodyField::Whole, []) {
-            assert!(n <= 10 * len + 16, "{n} protobuf bytes from {len} JSON bytes");
+            assert!(
+                n <= 10 * len + 16,
+                "{n} protobuf bytes from {len} JSON bytes"
+            );
         }
     } else {
         match json_body_size(desc, payload, BodyField::Whole, &[]) {
@@ -85,7 +87,11 @@ pub fn check(data: &[u8]) {
         let run = |chunk: usize| {
             let mut c = Capture::frames(max);
             let mut each = |m: &[u8]| {
-                assert!(m.len() <= max, "a message of {} over the bound {max}", m.len());
+                assert!(
+                    m.len() <= max,
+                    "a message of {} over the bound {max}",
+                    m.len()
+                );
                 size(m)
             };
             for piece in payload.chunks(chunk) {
