@@ -51,6 +51,12 @@ COLUMNS = {
     "latency_bytes_by_operation": (
         "operation protocol calls sampled_calls sample_rate p50_ms p95_ms p99_ms req_header_b req_body_b "
         "resp_header_b resp_body_b"),
+    "what_if_protocol": (
+        "operation protocol calls sampled_calls sample_rate counterfactual_rate estimated_calls measured_b rest_b "
+        "rest_proto_b grpc_b grpc_web_b grpc_web_text_b rest_ratio rest_ratio_low rest_ratio_high rest_proto_ratio "
+        "rest_proto_ratio_low rest_proto_ratio_high grpc_ratio grpc_ratio_low grpc_ratio_high grpc_web_ratio "
+        "grpc_web_ratio_low grpc_web_ratio_high grpc_web_text_ratio grpc_web_text_ratio_low grpc_web_text_ratio_high "
+        "no_estimate"),
 }
 
 OTEL_LOGS_STANDIN = """
@@ -289,7 +295,7 @@ def query(ch, name: str, run_id: str = "r1", **extra) -> list[dict]:
     params = {**WINDOW, "run_id": run_id, **extra}
     if name == "compare_protocols":
         params = {**COMPARE, **params}
-    if name == "protocol_vs_stack":
+    if name in ("protocol_vs_stack", "what_if_protocol"):
         params = {"resamples": "400", **params}
     text = clickhouse.run(ch.url, clickhouse.saved_query(name), params, "TabSeparatedWithNames")
     lines = text.splitlines()
@@ -664,3 +670,129 @@ def test_protocol_vs_stack_ratio_per_stack_with_an_interval(ch):
                 python["resp_body_grpc_b"]) == ("4", "1", "100", "40")
     finally:
         ch.sql("ALTER TABLE wirelens.requests DELETE WHERE run_id = 'rs' SETTINGS mutations_sync = 1")
+
+
+# ------------------------------------------------------------------ what if (run rw)
+# Calls with the filter's counterfactual sizes (docs/what-if.md). Per call: body bytes
+# (request, response), gRPC message bytes and counts, the counterfactual sizes, reason,
+# sample rate and counterfactual rate. Every number below is worked out from these rows.
+WHAT_IF_COLUMNS = (
+    "timestamp request_id run_id protocol operation streaming request_body_bytes response_body_bytes "
+    "request_message_bytes response_message_bytes request_messages response_messages sample_rate "
+    "counterfactual_reason counterfactual_rate counterfactual_request_proto_bytes "
+    "counterfactual_response_proto_bytes counterfactual_request_json_bytes counterfactual_response_json_bytes"
+).split()
+
+
+def what_if_call(offset_s, request_id, protocol, operation, bodies=(0, 0), messages=(0, 0), counts=(0, 0),
+                 reason="", cf_rate=1.0, proto=(None, None), json_=(None, None), sample_rate=1.0,
+                 streaming="unary") -> tuple:
+    return (ts(offset_s), request_id, "rw", protocol, operation, streaming, *bodies, *messages, *counts,
+            sample_rate, reason, cf_rate, *proto, *json_)
+
+
+WHAT_IF_CALLS = [
+    # op.F over REST: two estimates, sampled for the counterfactual at 0.5 and 0.25 (weights 2
+    # and 4): JSON 19+29 = 48 and 25+35 = 60 bytes, protobuf 10+17 = 27 and 14+21 = 35.
+    what_if_call(80.0, "f-r1", "rest", "op.F", (19, 29), reason="ok", cf_rate=0.5, proto=(10, 17)),
+    what_if_call(80.1, "f-r2", "rest", "op.F", (25, 35), reason="ok", cf_rate=0.25, proto=(14, 21)),
+    # sampled, no estimate: too large, failed, marked ok without its sizes; one call not sampled
+    # for it at all, recorded at sample rate 0.5 (it stands for 2 calls)
+    what_if_call(80.2, "f-r3", "rest", "op.F", (70000, 10), reason="too_large"),
+    what_if_call(80.3, "f-r4", "rest", "op.F", (19, 80), reason="not_ok"),
+    what_if_call(80.4, "f-r5", "rest", "op.F", (19, 29), sample_rate=0.5),
+    what_if_call(80.5, "f-r6", "rest", "op.F", (19, 29), reason="ok", proto=(10, None)),
+    # op.F over gRPC: messages 10 and 17 bytes (bodies 15 and 22 with their prefixes), JSON 19 and 29
+    what_if_call(81.0, "f-g1", "grpc", "op.F", (15, 22), (10, 17), (1, 1), reason="ok", json_=(19, 29)),
+    what_if_call(81.1, "f-g2", "grpc", "op.F", (15, 22), (10, 17), (1, 1), reason="mismatch"),
+    # over gRPC-Web-text: base64 bodies as sent (the response with its trailer frame)
+    what_if_call(81.2, "f-t1", "grpc-web-text", "op.F", (20, 80), (10, 17), (1, 1), reason="ok", json_=(19, 29)),
+    # over REST with protobuf: a protobuf request (10 bytes; its JSON 19), a JSON response (29; its protobuf 17)
+    what_if_call(81.3, "f-p1", "rest-proto", "op.F", (10, 29), reason="ok", proto=(None, 17), json_=(19, None)),
+    # a server stream over gRPC: one 3-byte request (JSON 8), 4 responses of 40 bytes in all (JSON 100)
+    what_if_call(82.0, "s-g1", "grpc", "op.S2", (8, 60), (3, 40), (1, 4), reason="ok", json_=(8, 100),
+                 streaming="server"),
+    # nothing sampled for it
+    what_if_call(83.0, "n-r1", "rest", "op.N", (19, 29)),
+]
+
+
+@pytest.fixture
+def what_if_calls(ch):
+    values = ",\n".join("(" + ", ".join(sql_value(v) for v in row) + ")" for row in WHAT_IF_CALLS)
+    ch.sql(f"INSERT INTO wirelens.requests ({', '.join(WHAT_IF_COLUMNS)}) VALUES\n{values}")
+    try:
+        yield
+    finally:
+        ch.sql("ALTER TABLE wirelens.requests DELETE WHERE run_id = 'rw' SETTINGS mutations_sync = 1")
+
+
+def test_what_if_protocol_bytes_in_each_encoding_and_ratios_to_the_own(ch, what_if_calls):
+    rows = by(query(ch, "what_if_protocol", "rw"), "operation", "protocol")
+    assert sorted(rows) == [("op.F", "grpc"), ("op.F", "grpc-web-text"), ("op.F", "rest"), ("op.F", "rest-proto"),
+                            ("op.N", "rest"), ("op.S2", "grpc")]
+    rest = rows[("op.F", "rest")]
+    # 5 calls at rate 1 and f-r5 at 0.5; two estimates; the lowest rate among the sampled: 0.25
+    assert (rest["calls"], rest["sampled_calls"], rest["sample_rate"], rest["counterfactual_rate"],
+            rest["estimated_calls"]) == ("7", "6", "0.5", "0.25", "2")
+    # weighted by 1/(sample_rate * counterfactual_rate) = 2 and 4:
+    #   rest (JSON)     (2 * 48 + 4 * 60) / 6 = 56        (measured: the same bodies)
+    #   rest-proto      (2 * 27 + 4 * 35) / 6 = 32.33
+    #   grpc, grpc-web  (2 * 37 + 4 * 45) / 6 = 42.33     (+ 5 per message each way)
+    #   grpc-web-text   (2 * (20 + 32) + 4 * (28 + 36)) / 6 = 60   (4 * ceil(n / 3) per direction)
+    assert (rest["measured_b"], rest["rest_b"], rest["rest_proto_b"], rest["grpc_b"], rest["grpc_web_b"],
+            rest["grpc_web_text_b"]) == ("56", "56", "32.3", "42.3", "42.3", "60")
+    assert (rest["rest_ratio"], rest["rest_proto_ratio"], rest["grpc_ratio"], rest["grpc_web_ratio"],
+            rest["grpc_web_text_ratio"]) == ("1", str(round(97 / 168, 3)), str(round(127 / 168, 3)),
+                                             str(round(127 / 168, 3)), str(round(60 / 56, 3)))
+    # the reasons, most frequent first, then by name
+    assert rest["no_estimate"] == "incomplete: 1, not_ok: 1, too_large: 1"
+    # every resample's ratio lies between the two calls' own ratios (37/48 and 45/60)
+    low, high = float(rest["grpc_ratio_low"]), float(rest["grpc_ratio_high"])
+    assert 0.75 <= low <= float(rest["grpc_ratio"]) <= high <= round(37 / 48, 3) and low < high
+    assert (rest["rest_ratio_low"], rest["rest_ratio_high"]) == ("1", "1")
+
+    grpc = rows[("op.F", "grpc")]
+    # one estimate: the same message as f-r1; own = grpc = measured body 37
+    assert (grpc["calls"], grpc["estimated_calls"], grpc["counterfactual_rate"], grpc["no_estimate"]) \
+        == ("2", "1", "1", "mismatch: 1")
+    assert (grpc["measured_b"], grpc["rest_b"], grpc["rest_proto_b"], grpc["grpc_b"], grpc["grpc_web_text_b"]) \
+        == ("37", "48", "27", "37", "52")
+    assert (grpc["rest_ratio"], grpc["rest_ratio_low"], grpc["rest_ratio_high"]) == ("1.297", "1.297", "1.297")
+    assert (grpc["grpc_ratio"], grpc["grpc_web_ratio"], grpc["grpc_web_text_ratio"]) == ("1", "1", "1.405")
+
+    text = rows[("op.F", "grpc-web-text")]
+    # measured 100 (base64 as sent, with the trailer frame); own: the frames' base64, 20 + 32
+    assert (text["measured_b"], text["grpc_web_text_b"], text["grpc_web_text_ratio"], text["grpc_ratio"]) \
+        == ("100", "52", "1", str(round(37 / 52, 3)))
+
+    proto = rows[("op.F", "rest-proto")]
+    # protobuf 10 + 17 (own, as measured: 10 + 29 with the JSON response), JSON 19 + 29
+    assert (proto["measured_b"], proto["rest_proto_b"], proto["rest_b"], proto["grpc_b"], proto["rest_proto_ratio"],
+            proto["rest_ratio"]) == ("39", "27", "48", "37", "1", str(round(48 / 27, 3)))
+
+    stream = rows[("op.S2", "grpc")]
+    # 1 + 4 messages: gRPC 3 + 5 + 40 + 20 = 68 (= measured); no REST-with-protobuf for a stream;
+    # base64 4 * ceil(8 / 3) + 4 * ceil(60 / 3) = 12 + 80
+    assert (stream["measured_b"], stream["rest_b"], stream["rest_proto_b"], stream["grpc_b"],
+            stream["grpc_web_text_b"]) == ("68", "108", "\\N", "68", "92")
+    assert (stream["rest_proto_ratio"], stream["rest_proto_ratio_low"], stream["rest_ratio"]) \
+        == ("\\N", "\\N", str(round(108 / 68, 3)))
+
+    none = rows[("op.N", "rest")]
+    # recorded, never sampled for the counterfactual: counted, no estimate, no reason
+    assert (none["calls"], none["counterfactual_rate"], none["estimated_calls"], none["measured_b"],
+            none["rest_ratio"], none["no_estimate"]) == ("1", "\\N", "0", "\\N", "\\N", "")
+
+
+def test_what_if_protocol_interval_is_deterministic_and_optional(ch, what_if_calls):
+    first = query(ch, "what_if_protocol", "rw")
+    assert query(ch, "what_if_protocol", "rw") == first  # the resamples are drawn from hashes
+    rows = by(query(ch, "what_if_protocol", "rw", resamples="0"), "operation", "protocol")
+    rest = rows[("op.F", "rest")]
+    assert (rest["grpc_ratio"], rest["grpc_ratio_low"], rest["grpc_ratio_high"]) == (str(round(127 / 168, 3)),
+                                                                                      "\\N", "\\N")
+    # other calls of the window (runs r1 .. r3) have no counterfactual: counted, no estimate
+    everything = by(query(ch, "what_if_protocol", ""), "operation", "protocol")
+    assert (everything[("op.A", "rest")]["calls"], everything[("op.A", "rest")]["estimated_calls"]) == ("5", "0")
+    assert everything[("op.F", "rest")] == by(first, "operation", "protocol")[("op.F", "rest")]

@@ -1,0 +1,251 @@
+-- Question: for each operation and the protocol its calls used, how many body
+-- bytes per call would the same messages take in each other encoding (REST
+-- with JSON, REST with protobuf, gRPC, gRPC-Web, gRPC-Web-text), and how
+-- many times the measured protocol's own?
+--
+-- Body bytes only: headers, trailers, URLs and time are not estimated.
+--
+-- The filter decodes the payloads of a share of the calls (its
+-- counterfactual_rate) against the operation's message types and records
+-- what the other encoding of the same messages would take
+-- (docs/what-if.md): REST calls with a JSON body get the protobuf message
+-- size, gRPC-family calls (and REST-with-protobuf) the JSON body size. The
+-- other side comes from what was measured. Per call and direction:
+--   proto  the protobuf message bytes, without gRPC's 5-byte prefix:
+--          counterfactual_*_proto_bytes, else the measured message bytes of
+--          a gRPC-family call, or the body of a rest-proto protobuf direction
+--   json   the JSON body (proto3 JSON as protojson prints it):
+--          counterfactual_*_json_bytes, else the measured body of a REST call
+--   msgs   gRPC messages (a REST call is one each way)
+-- and each encoding's bytes per call, both directions together:
+--   rest_b           json
+--   rest_proto_b     proto (unary operations only: NULL for streams)
+--   grpc_b           proto + 5 * msgs (the length prefixes)
+--   grpc_web_b       the same: the trailer frame is status, not payload
+--   grpc_web_text_b  base64 of the gRPC-Web frames, 4 * ceil(n / 3) bytes
+--                    for the n bytes of each direction
+-- measured_b is the body bytes the calls actually carried (for grpc-web and
+-- grpc-web-text the response includes the trailer frame; grpc-web-text is
+-- base64 as sent, frame by frame), so it can differ from the measured
+-- protocol's own column above, which counts messages and framing only.
+-- <encoding>_ratio is that encoding's bytes over the measured protocol's own
+-- (rest for rest-transcoded), so the own one is 1; below 1 the other
+-- encoding is smaller. _low and _high bound its 95 % bootstrap interval.
+--
+-- Only calls with counterfactual_reason 'ok' (completed OK, bodies decoded)
+-- have an estimate: estimated_calls. The others sampled for it are counted
+-- by reason in no_estimate ('too_large: 3, not_ok: 1'; '' when none):
+-- too_large (a body over counterfactual_max_bytes), compressed, mismatch
+-- (the payload does not decode as the operation's message), not_ok (the call
+-- failed), no_schema (the operation's message types are not configured),
+-- incomplete (marked ok without every size: a record from another filter
+-- version). calls, sampled_calls and sample_rate count every recorded call
+-- of the group, as in the other saved queries.
+--
+-- Sampling (queries/README.md, "Sampling"): an estimate stands for
+-- 1 / (sample_rate * counterfactual_rate) calls; byte means and ratios are
+-- weighted by it. counterfactual_rate is the lowest among the calls sampled
+-- for the counterfactual (NULL: none was).
+--
+-- The bootstrap is deterministic and takes one pass over the calls. Each
+-- group's calls are spread over 1024 buckets by cityHash64(request_id), and
+-- only the buckets' weighted sums are kept. Resample 0 is the data itself;
+-- resample r = 1 .. {resamples} gives bucket b the multiplicity Poisson(1)
+-- drawn from cityHash64(operation, protocol, b, r) (the Poisson bootstrap).
+-- With fewer calls than buckets nearly every call has a bucket of its own,
+-- so this is the bootstrap over calls; with more, the buckets are a random
+-- partition of the calls, and resampling their sums spreads a ratio of
+-- sums as resampling the calls would (the random-groups variance estimate),
+-- at a cost that does not grow with the calls. The interval is the 2.5 %
+-- and 97.5 % quantiles of the resampled ratios; NULL with 0 resamples or no
+-- estimate. The same calls give the same interval every time.
+--
+-- Parameters:
+--   {since:DateTime64(3)}  window start (inclusive)
+--   {until:DateTime64(3)}  window end (exclusive)
+--   {run_id:String}        a load run's id, or '' for every call in the window
+--   {resamples:UInt16}     bootstrap resamples (200 is plenty for a 95 % interval)
+WITH
+    buckets AS
+    (
+        -- one pass over the calls: sums per operation, protocol and bucket
+        WITH
+            -- the Float32 rates back to the decimals they were configured as; 0 (unknown) counts as 1
+            if(sample_rate > 0, round(toFloat64(sample_rate), 7), 1)                 AS rate,
+            if(counterfactual_rate > 0, round(toFloat64(counterfactual_rate), 7), 1) AS cf_rate,
+            counterfactual_reason                                                    AS reason,
+            protocol IN ('grpc', 'grpc-web', 'grpc-web-text')                        AS framed,
+            coalesce(counterfactual_request_proto_bytes,
+                     multiIf(framed, request_message_bytes,
+                             protocol = 'rest-proto', request_body_bytes, NULL))     AS req_proto,
+            coalesce(counterfactual_response_proto_bytes,
+                     multiIf(framed, response_message_bytes,
+                             protocol = 'rest-proto', response_body_bytes, NULL))    AS resp_proto,
+            coalesce(counterfactual_request_json_bytes,
+                     if(protocol IN ('rest', 'rest-transcoded', 'rest-proto'),
+                        request_body_bytes, NULL))                                   AS req_json,
+            coalesce(counterfactual_response_json_bytes,
+                     if(protocol IN ('rest', 'rest-transcoded', 'rest-proto'),
+                        response_body_bytes, NULL))                                  AS resp_json,
+            if(framed, request_messages, 1)                                          AS req_msgs,
+            if(framed, response_messages, 1)                                         AS resp_msgs,
+            req_proto + 5 * req_msgs                                                 AS req_grpc,
+            resp_proto + 5 * resp_msgs                                               AS resp_grpc,
+            -- each encoding's body bytes of the call, both directions
+            req_json + resp_json                                                     AS rest,
+            if(streaming = 'unary' AND req_msgs = 1 AND resp_msgs = 1,
+               req_proto + resp_proto, NULL)                                         AS rest_proto,
+            req_grpc + resp_grpc                                                     AS grpc,
+            4 * intDiv(req_grpc + 2, 3) + 4 * intDiv(resp_grpc + 2, 3)               AS grpc_web_text,
+            multiIf(protocol IN ('rest', 'rest-transcoded'), rest,
+                    protocol = 'rest-proto', rest_proto,
+                    protocol IN ('grpc', 'grpc-web'), grpc,
+                    protocol = 'grpc-web-text', grpc_web_text, NULL)                 AS own,
+            reason = 'ok' AND req_proto IS NOT NULL AND resp_proto IS NOT NULL
+                AND req_json IS NOT NULL AND resp_json IS NOT NULL                   AS estimated,
+            1 / (rate * cf_rate)                                                     AS cf_weight
+        SELECT
+            operation,
+            protocol,
+            cityHash64(request_id) % 1024                                            AS bucket,
+            sum(1 / rate)                                                            AS calls_w,
+            count()                                                                  AS calls_n,
+            min(rate)                                                                AS rate_min,
+            minIfOrNull(cf_rate, reason != '')                                       AS cf_rate_min,
+            countIf(estimated)                                                       AS estimated_n,
+            countIf(estimated AND rest_proto IS NULL)                                AS streams_n,
+            countIf(estimated AND own IS NULL)                                       AS unowned_n,
+            sumIf(cf_weight, estimated)                                              AS w_s,
+            sumIf((request_body_bytes + response_body_bytes) * cf_weight, estimated) AS measured_s,
+            sumIf(assumeNotNull(rest) * cf_weight, estimated)                        AS rest_s,
+            sumIf(assumeNotNull(rest_proto) * cf_weight, estimated)                  AS rest_proto_s,
+            sumIf(assumeNotNull(grpc) * cf_weight, estimated)                        AS grpc_s,
+            sumIf(assumeNotNull(grpc_web_text) * cf_weight, estimated)               AS grpc_web_text_s,
+            sumIf(assumeNotNull(own) * cf_weight, estimated)                         AS own_s,
+            countIf(reason = 'too_large')                                            AS too_large,
+            countIf(reason = 'compressed')                                           AS compressed,
+            countIf(reason = 'mismatch')                                             AS mismatch,
+            countIf(reason = 'not_ok')                                               AS not_ok,
+            countIf(reason = 'no_schema')                                            AS no_schema,
+            countIf(reason = 'ok' AND NOT estimated)                                 AS incomplete,
+            countIf(reason NOT IN ('', 'ok', 'too_large', 'compressed', 'mismatch', 'not_ok',
+                                   'no_schema'))                                     AS other
+        FROM wirelens.requests FINAL
+        PREWHERE {run_id:String} = '' OR run_id = {run_id:String}  -- before FINAL: exact, faster (README)
+        WHERE timestamp >= {since:DateTime64(3)}
+          AND timestamp < {until:DateTime64(3)}
+        GROUP BY
+            operation,
+            protocol,
+            bucket
+    ),
+    resampled AS
+    (
+        -- resample 0 is the data itself (every bucket once); 1 .. {resamples} the bootstrap's
+        WITH
+            toFloat64(cityHash64(operation, protocol, bucket, r)) / 18446744073709551616 AS u,
+            -- Poisson(1) by its inverse CDF (P(X > 7) = 1e-5 is drawn as 7)
+            if(r = 0, 1,
+               multiIf(u < 0.36787944, 0, u < 0.73575888, 1, u < 0.91969860, 2, u < 0.98101184, 3,
+                       u < 0.99634015, 4, u < 0.99940582, 5, u < 0.99991676, 6, 7)) AS m
+        SELECT
+            operation,
+            protocol,
+            r,
+            sum(m * w_s)                                                             AS w,
+            sum(m * measured_s)                                                      AS measured,
+            sum(m * rest_s)                                                          AS rest,
+            sum(m * rest_proto_s)                                                    AS rest_proto,
+            sum(m * grpc_s)                                                          AS grpc,
+            sum(m * grpc_web_text_s)                                                 AS grpc_web_text,
+            sum(m * own_s)                                                           AS own,
+            -- counts: read at r = 0 only
+            sum(calls_w)                                                             AS weighted_calls,
+            sum(calls_n)                                                             AS sampled_calls,
+            min(rate_min)                                                            AS lowest_rate,
+            min(cf_rate_min)                                                         AS lowest_cf_rate,
+            sum(estimated_n)                                                         AS estimated_calls,
+            sum(streams_n)                                                           AS estimated_streams,
+            sum(unowned_n)                                                           AS estimated_unowned,
+            [('too_large', sum(too_large)), ('compressed', sum(compressed)), ('mismatch', sum(mismatch)),
+             ('not_ok', sum(not_ok)), ('no_schema', sum(no_schema)), ('incomplete', sum(incomplete)),
+             ('other', sum(other))]                                                  AS reasons
+        FROM buckets
+        -- buckets without an estimate add nothing to a resample: only resample 0 for them
+        ARRAY JOIN range(if(estimated_n > 0, {resamples:UInt16} + 1, 1)) AS r
+        GROUP BY
+            operation,
+            protocol,
+            r
+    ),
+    summary AS
+    (
+        SELECT
+            operation,
+            protocol,
+            anyIf(weighted_calls, r = 0)                                             AS weighted_calls,
+            anyIf(sampled_calls, r = 0)                                              AS sampled_calls,
+            anyIf(lowest_rate, r = 0)                                                AS lowest_rate,
+            anyIf(lowest_cf_rate, r = 0)                                             AS lowest_cf_rate,
+            anyIf(estimated_calls, r = 0)                                            AS estimated_calls,
+            -- rest-proto carries one message each way: NULL as soon as one estimated call is a stream
+            anyIf(estimated_streams, r = 0) = 0                                      AS unary,
+            anyIf(estimated_unowned, r = 0) = 0                                      AS owned,
+            anyIf(reasons, r = 0)                                                    AS reasons,
+            anyIf(w, r = 0)                                                          AS w,
+            anyIf(measured, r = 0) / w                                               AS measured_mean,
+            anyIf(rest, r = 0) / w                                                   AS rest_mean,
+            anyIf(rest_proto, r = 0) / w                                             AS rest_proto_mean,
+            anyIf(grpc, r = 0) / w                                                   AS grpc_mean,
+            anyIf(grpc_web_text, r = 0) / w                                          AS grpc_web_text_mean,
+            anyIf(own, r = 0) / w                                                    AS own_mean,
+            -- the 95 % interval of each ratio over the resamples (an empty resample has no ratio)
+            countIf(r > 0 AND own > 0) > 0                                           AS has_ci,
+            quantilesExactIf(0.025, 0.975)(rest / own, r > 0 AND own > 0)            AS rest_ci,
+            quantilesExactIf(0.025, 0.975)(rest_proto / own, r > 0 AND own > 0)      AS rest_proto_ci,
+            quantilesExactIf(0.025, 0.975)(grpc / own, r > 0 AND own > 0)            AS grpc_ci,
+            quantilesExactIf(0.025, 0.975)(grpc_web_text / own, r > 0 AND own > 0)   AS grpc_web_text_ci
+        FROM resampled
+        GROUP BY
+            operation,
+            protocol
+    ),
+    -- a ratio needs an estimate and a measured protocol whose own encoding is known
+    estimated_calls > 0 AND owned AND own_mean > 0                                   AS has_ratio,
+    (ci) -> if(has_ratio AND has_ci, round(ci, 3), NULL)                             AS bound
+SELECT
+    operation,
+    protocol,
+    toUInt64(round(weighted_calls))                                                  AS calls,
+    sampled_calls,
+    lowest_rate                                                                      AS sample_rate,
+    lowest_cf_rate                                                                   AS counterfactual_rate,
+    estimated_calls,
+    if(estimated_calls = 0, NULL, round(measured_mean, 1))                           AS measured_b,
+    if(estimated_calls = 0, NULL, round(rest_mean, 1))                               AS rest_b,
+    if(estimated_calls = 0 OR NOT unary, NULL, round(rest_proto_mean, 1))            AS rest_proto_b,
+    if(estimated_calls = 0, NULL, round(grpc_mean, 1))                               AS grpc_b,
+    if(estimated_calls = 0, NULL, round(grpc_mean, 1))                               AS grpc_web_b,
+    if(estimated_calls = 0, NULL, round(grpc_web_text_mean, 1))                      AS grpc_web_text_b,
+    if(has_ratio, round(rest_mean / own_mean, 3), NULL)                              AS rest_ratio,
+    bound(rest_ci[1])                                                                AS rest_ratio_low,
+    bound(rest_ci[2])                                                                AS rest_ratio_high,
+    if(has_ratio AND unary, round(rest_proto_mean / own_mean, 3), NULL)              AS rest_proto_ratio,
+    if(unary, bound(rest_proto_ci[1]), NULL)                                         AS rest_proto_ratio_low,
+    if(unary, bound(rest_proto_ci[2]), NULL)                                         AS rest_proto_ratio_high,
+    if(has_ratio, round(grpc_mean / own_mean, 3), NULL)                              AS grpc_ratio,
+    bound(grpc_ci[1])                                                                AS grpc_ratio_low,
+    bound(grpc_ci[2])                                                                AS grpc_ratio_high,
+    grpc_ratio                                                                       AS grpc_web_ratio,
+    grpc_ratio_low                                                                   AS grpc_web_ratio_low,
+    grpc_ratio_high                                                                  AS grpc_web_ratio_high,
+    if(has_ratio, round(grpc_web_text_mean / own_mean, 3), NULL)                     AS grpc_web_text_ratio,
+    bound(grpc_web_text_ci[1])                                                       AS grpc_web_text_ratio_low,
+    bound(grpc_web_text_ci[2])                                                       AS grpc_web_text_ratio_high,
+    -- 'too_large: 3, not_ok: 1': the most frequent first
+    arrayStringConcat(arrayMap(x -> concat(x.1, ': ', toString(x.2)),
+        arraySort(x -> (-x.2, x.1), arrayFilter(x -> x.2 > 0, reasons))), ', ')      AS no_estimate
+FROM summary
+ORDER BY
+    operation ASC,
+    protocol ASC;
