@@ -82,7 +82,16 @@ clients may share a run id); the queries still select the run's calls only.
 
 compare_protocols.sql (or any query taking an operation and two protocols) is
 run once per operation for each pair (the protocol with the fastest median,
-each other protocol), with 200 bootstrap resamples.
+each other protocol), with 200 bootstrap resamples. A query whose only other
+parameter is a number of resamples (what_if_protocol.sql) runs once over the
+window with --resamples.
+
+what_if_protocol.sql: per operation and measured protocol, the body bytes the
+same messages would take as REST (JSON), REST with protobuf, gRPC, gRPC-Web
+and gRPC-Web-text, from the filter's counterfactual sizes, and each one's
+ratio to the measured protocol's own with a 95 % bootstrap interval
+(docs/what-if.md). Body bytes only: headers, trailers, URLs and time are not
+estimated. The TSV output has every column of the query.
 
 Long windows: queries/rollup/ holds variants of six saved queries (same
 names and columns) that read per-minute and per-second rollups instead of
@@ -99,8 +108,9 @@ its table or chart, with a note.
 the window and run, every table, and the charts: latency CDF per protocol
 (log-scale latency), mean bytes per call stacked by headers, body and framing
 (bytes_by_operation), throughput over time (throughput_per_second), work per
-1000 messages streaming versus unary (streaming_efficiency), and the slowest
-calls with links to Jaeger.
+1000 messages streaming versus unary (streaming_efficiency), body bytes per
+call in each encoding (what_if_protocol), and the slowest calls with links to
+Jaeger.
 
 Flags:
 `
@@ -361,7 +371,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	format := fs.String("format", "table", "terminal output, `table|tsv`: aligned columns, or tab-separated values for scripts")
 	jaegerURL := fs.String("jaeger-url", cli.EnvOr("WIRELENS_JAEGER_URL", defaultJaeger),
 		"Jaeger's `URL`, for the links to the traces (env WIRELENS_JAEGER_URL)")
-	resamples := fs.Int("resamples", 200, "`N` bootstrap resamples for compare_protocols.sql")
+	resamples := fs.Int("resamples", 200, "`N` bootstrap resamples for compare_protocols.sql and what_if_protocol.sql")
 	source := fs.String("source", report.SourceAuto, "what the saved queries read, `auto|raw|rollup`: every call "+
 		"(raw, exact), the per-minute rollups (queries/rollup/, for long windows), or auto: the rollups above "+
 		"5,000,000 recorded calls in the window")

@@ -355,6 +355,7 @@ type Segment struct {
 type Bar struct {
 	Label    string
 	Color    string // the label's swatch (the protocol), optional
+	Note     string // written after the bar's total, optional (e.g. a ratio)
 	Segments []Segment
 }
 
@@ -385,6 +386,13 @@ func BarPanels(title string, legend []legendItem, panels []Panel, unit, axisTitl
 		y = s.legend(150, y+8, float64(s.w)-20, legend) - 4
 	}
 	labelW, valueW := 150.0, 90.0
+	for _, p := range panels {
+		for _, b := range p.Bars {
+			if b.Note != "" {
+				valueW = math.Max(valueW, 90+7*float64(len([]rune(b.Note))))
+			}
+		}
+	}
 	pw := float64(s.w) - labelW - valueW - 12
 	for _, p := range panels {
 		total := 0.0
@@ -429,7 +437,11 @@ func BarPanels(title string, legend []legendItem, panels []Panel, unit, axisTitl
 				x += w
 				t += v
 			}
-			s.text(x+6, cy+barH-3, "start", "bar-value", FormatNumber(t, false)+" "+unit)
+			value := FormatNumber(t, false) + " " + unit
+			if b.Note != "" {
+				value += "  " + b.Note
+			}
+			s.text(x+6, cy+barH-3, "start", "bar-value", value)
 			y += rowH
 		}
 		s.f(`<g class="axis x-axis">`)

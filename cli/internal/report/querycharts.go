@@ -1,5 +1,5 @@
 // The charts drawn from the answers of known saved queries (bytes per call,
-// throughput over time, streaming efficiency).
+// throughput over time, streaming efficiency; what if, in whatif.go).
 
 package report
 
@@ -18,6 +18,10 @@ const (
 )
 
 func addCharts(sec *Section) {
+	if sec.Name == queryWhatIf {
+		addWhatIf(sec) // its table, notes and chart (whatif.go)
+		return
+	}
 	if len(sec.Errors) > 0 || sec.Result == nil {
 		return
 	}

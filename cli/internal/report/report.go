@@ -26,7 +26,7 @@ type Options struct {
 	RunID      string        // if set, the window is the run's
 	Since      time.Duration // window length (when RunID is empty)
 	Until      time.Time     // window end; zero: now (plus a second, for calls still being written)
-	Resamples  int           // compare_protocols' bootstrap resamples (0: 200)
+	Resamples  int           // bootstrap resamples of compare_protocols and what_if_protocol (0: 200)
 	Source     string        // SourceAuto (""), SourceRaw or SourceRollup: what the saved queries read
 	Now        func() time.Time
 }
@@ -46,6 +46,10 @@ type Section struct {
 	Builtin  bool
 	Combined string // how several runs were combined (compare_protocols)
 	SlowDate string // slowest calls: the date they all share, if they do
+	Caveat   string // said before the table: what its numbers do not cover
+	// TextTable: Table's cells are text for reading (what_if_protocol's
+	// "48 B ×1.30"); TSV, for programs, prints Result instead.
+	TextTable bool
 }
 
 // Chart is one SVG drawing with a caption.
@@ -90,6 +94,14 @@ func (s *Section) Shown() *Result {
 		return s.Table
 	}
 	return s.Result
+}
+
+// ShownTSV is the table TSV prints: Result when Table is text for reading, else Shown.
+func (s *Section) ShownTSV() *Result {
+	if s.TextTable && s.Result != nil {
+		return s.Result
+	}
+	return s.Shown()
 }
 
 // FormatDuration writes a window length briefly: 1h, 90m → 1h30m, 2d.
@@ -200,6 +212,7 @@ func Build(ctx context.Context, opt Options) (*Report, error) {
 		{queryBytes, "bytes per call (stacked bars)"},
 		{queryThroughput, "throughput over time"},
 		{queryStreaming, "the streaming comparison"},
+		{queryWhatIf, "what the other encodings would take (what if)"},
 	} {
 		if !byName[c.name] {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("No chart of %s: %s not found.", c.what,

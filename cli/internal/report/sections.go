@@ -47,18 +47,39 @@ func queryFailed(sec *Section, err error) {
 
 var commonParams = map[string]bool{"since": true, "until": true, "run_id": true}
 
+// isResamples recognizes a parameter holding a bootstrap's number of resamples.
+func isResamples(name string) bool {
+	l := strings.ToLower(name)
+	return strings.Contains(l, "resample") || strings.Contains(l, "bootstrap") || l == "iterations"
+}
+
+// resamplesOrDefault is the report's number of bootstrap resamples (0: 200).
+func resamplesOrDefault(resamples int) int {
+	if resamples <= 0 {
+		return 200
+	}
+	return resamples
+}
+
 func runSaved(ctx context.Context, ch *ClickHouse, q SavedQuery, params map[string]string,
 	medians map[string]map[string]float64, lat *Section, resamples int) *Section {
 	sec := &Section{Name: q.Name, Title: q.Title(), Path: q.Path}
 	var extra []string
+	onlyResamples := true
 	for _, p := range q.Params {
 		if !commonParams[p] {
 			extra = append(extra, p)
+			onlyResamples = onlyResamples && isResamples(p)
 		}
 	}
-	if len(extra) == 0 {
-		sec.Params = describeParams(params, q.Params)
-		res, err := ch.Query(ctx, q.SQL, pick(params, q.Params))
+	if len(extra) == 0 || onlyResamples {
+		// Run once over the window; a number of resamples is the report's.
+		p := pick(params, q.Params)
+		for _, name := range extra {
+			p[name] = strconv.Itoa(resamplesOrDefault(resamples))
+		}
+		sec.Params = describeParams(p, q.Params)
+		res, err := ch.Query(ctx, q.SQL, p)
 		if err != nil {
 			queryFailed(sec, err)
 			return sec
@@ -100,7 +121,7 @@ func pairParams(extra []string) (pairing, bool) {
 		switch {
 		case l == "operation" || l == "op":
 			p.operation = name
-		case strings.Contains(l, "resample") || strings.Contains(l, "bootstrap") || l == "iterations":
+		case isResamples(name):
 			p.resamples = name
 		case strings.Contains(l, "protocol") || strings.Contains(l, "proto") || l == "a" || l == "b" ||
 			strings.Contains(l, "baseline") || strings.Contains(l, "candidate") || strings.Contains(l, "base") || strings.Contains(l, "other"):
@@ -136,9 +157,7 @@ const UnknownOperation = "unknown"
 
 func runPairwise(ctx context.Context, ch *ClickHouse, q SavedQuery, sec *Section, params map[string]string,
 	pair pairing, medians map[string]map[string]float64, lat *Section, resamples int) {
-	if resamples <= 0 {
-		resamples = 200
-	}
+	resamples = resamplesOrDefault(resamples)
 	if lat == nil || len(lat.Errors) > 0 || medians == nil {
 		sec.Skipped = true
 		sec.Notes = append(sec.Notes, "Skipped: the pairs come from the latency medians, and that query failed.")

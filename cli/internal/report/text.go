@@ -86,10 +86,17 @@ func writeSectionText(b *strings.Builder, sec *Section, tsv bool) error {
 	if sec.Combined != "" {
 		fmt.Fprintf(b, "%s%s\n", prefix, sec.Combined)
 	}
+	if sec.Caveat != "" {
+		fmt.Fprintf(b, "%s%s\n", prefix, sec.Caveat)
+	}
 	for _, e := range sec.Errors {
 		fmt.Fprintf(b, "%sERROR: %s\n", prefix, strings.ReplaceAll(e, "\n", "\n"+prefix+"       "))
 	}
-	if res := sec.Shown(); res != nil && (len(res.Rows) > 0 || len(sec.Errors) == 0) {
+	res := sec.Shown()
+	if tsv {
+		res = sec.ShownTSV()
+	}
+	if res != nil && (len(res.Rows) > 0 || len(sec.Errors) == 0) {
 		var err error
 		if tsv {
 			err = WriteTSV(b, res)
