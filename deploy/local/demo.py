@@ -3,8 +3,10 @@
 
 Sends --calls calls of hello.SayHello over REST, gRPC and gRPC-Web through
 Envoy with bin/loadgen, waits until every call is a row in wirelens.requests,
-prints the saved query latency_bytes_by_operation for exactly those calls, and
-says where to look next. The stack keeps running.
+prints the saved query latency_bytes_by_operation for exactly those calls,
+then what the same messages would take in each other encoding (the saved
+query what_if_protocol: the filter's counterfactual sizes, docs/what-if.md),
+and says where to look next. The stack keeps running.
 """
 
 from __future__ import annotations
@@ -34,6 +36,60 @@ PROTOCOLS = (
     ("grpc-web", "grpc-web", "WIRELENS_ENVOY_PORT"),
     ("grpc-web-text", "grpc-web-text", "WIRELENS_ENVOY_PORT"),
 )
+
+
+# The encodings what_if_protocol estimates: the name shown, the prefix of its columns.
+WHAT_IF_ENCODINGS = (("rest", "rest"), ("rest-proto", "rest_proto"), ("grpc", "grpc"), ("grpc-web", "grpc_web"),
+                     ("grpc-web-text", "grpc_web_text"))
+WHAT_IF_CAVEAT = "Body bytes only: headers, trailers, URLs and time are not estimated."
+
+
+def what_if_table(rows: list[dict[str, str]]) -> str:
+    """what_if_protocol's rows (TabSeparatedWithNames, NULL as \\N) as an aligned table: per operation and
+    measured protocol the body bytes per call in each encoding, x its ratio to the protocol's own (with the
+    95 % interval when it is not one value at two decimals), then the calls without an estimate by reason."""
+    def number(text: str) -> float | None:
+        return None if text in ("\\N", "", "nan") else float(text)
+
+    def size(value: float) -> str:
+        return f"{value:,.0f} B" if value == round(value) else f"{value:,.1f} B"
+
+    header = ["operation", "measured over", "calls", "estimated", "measured", *(name for name, _ in WHAT_IF_ENCODINGS)]
+    lines, reasons = [header], []
+    for row in rows:
+        own = "rest" if row["protocol"] == "rest-transcoded" else row["protocol"]
+        measured = number(row["measured_b"])
+        cells = [row["operation"], row["protocol"], row["calls"], row["estimated_calls"],
+                 "" if measured is None else size(measured)]
+        for name, col in WHAT_IF_ENCODINGS:
+            value, ratio = number(row[f"{col}_b"]), number(row[f"{col}_ratio"])
+            low, high = number(row[f"{col}_ratio_low"]), number(row[f"{col}_ratio_high"])
+            if value is None:
+                cells.append("-")
+            elif name == own:
+                cells.append(size(value) + " (own)")
+            elif ratio is None:
+                cells.append(size(value))
+            else:
+                cell = f"{size(value)} ×{ratio:.2f}"
+                if low is not None and high is not None and (f"{low:.2f}", f"{high:.2f}") != (f"{ratio:.2f}",) * 2:
+                    cell += f" ({low:.2f}–{high:.2f})"
+                cells.append(cell)
+        lines.append(cells)
+        if row["no_estimate"]:
+            reasons.append(f"{row['operation']} over {row['protocol']}: {row['no_estimate']}")
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    numeric = {2, 3, 4}
+    out = ["  " + "  ".join(cell.rjust(widths[i]) if i in numeric else cell.ljust(widths[i])
+                            for i, cell in enumerate(line)).rstrip() for line in lines]
+    out.insert(1, "  " + "  ".join("-" * w for w in widths))
+    out.append("  ×: the ratio to the measured protocol's own encoding (messages and framing only; "
+               "measured: the bodies as they crossed)")
+    if not any(number(row["estimated_calls"]) for row in rows):
+        out.append("  no call has an estimate: is the filter's counterfactual_rate 0 or are its descriptors missing? "
+                   "(docs/what-if.md)")
+    out += [f"  no estimate: {line}" for line in reasons]
+    return "\n".join(out)
 
 
 def send(settings: dict[str, str], protocol: str, port_setting: str, operation: str, calls: int, run_id: str,
@@ -103,6 +159,13 @@ def main(argv: list[str] | None = None) -> int:
         print(clickhouse.run(http_url, clickhouse.saved_query("latency_bytes_by_operation"), params,
                         "PrettyCompactMonoBlock", user=credentials[clickhouse_users.READER_USER],
                              password=credentials[clickhouse_users.READER_PASSWORD]))
+        print("what if: body bytes per call of the same messages in each encoding (queries/what_if_protocol.sql)")
+        print(f"  {WHAT_IF_CAVEAT}")
+        answer = clickhouse.run(http_url, clickhouse.saved_query("what_if_protocol"), {**params, "resamples": "200"},
+                                "TabSeparatedWithNames", user=credentials[clickhouse_users.READER_USER],
+                                password=credentials[clickhouse_users.READER_PASSWORD])
+        header, *lines = answer.splitlines()
+        print(what_if_table([dict(zip(header.split("\t"), line.split("\t"))) for line in lines]) + "\n")
 
         jaeger = f"http://127.0.0.1:{settings['WIRELENS_JAEGER_QUERY_PORT']}"
         print("where to look:")
@@ -110,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
               f"password in {credentials_file}; e.g. SELECT * FROM wirelens.requests LIMIT 10)")
         print(f"  saved query       set -a; . {credentials_file}; set +a")
         print(f"                    bin/wirelens query latency_bytes_by_operation --run {run_id} --clickhouse-url {http_url}")
+        print(f"                    bin/wirelens query what_if_protocol --run {run_id} --clickhouse-url {http_url}"
+              "  (docs/what-if.md)")
         print(f"  Jaeger UI         {jaeger}/search  (API: {jaeger}/api/services)")
         print("  one call per protocol, its trace in Jaeger's UI:")
         for protocol, trace_id in one_trace.items():

@@ -796,3 +796,18 @@ def test_what_if_protocol_interval_is_deterministic_and_optional(ch, what_if_cal
     everything = by(query(ch, "what_if_protocol", ""), "operation", "protocol")
     assert (everything[("op.A", "rest")]["calls"], everything[("op.A", "rest")]["estimated_calls"]) == ("5", "0")
     assert everything[("op.F", "rest")] == by(first, "operation", "protocol")[("op.F", "rest")]
+
+
+def test_the_demo_prints_what_if_for_every_operation(ch, what_if_calls):
+    """deploy/local/demo.py's what-if table, from the query's own answer."""
+    import demo  # deploy/local/demo.py
+    table = demo.what_if_table(query(ch, "what_if_protocol", "rw")).splitlines()
+    assert table[0].split() == ["operation", "measured", "over", "calls", "estimated", "measured", "rest",
+                                "rest-proto", "grpc", "grpc-web", "grpc-web-text"]
+    rows = {tuple(line.split()[:2]): " ".join(line.split()[2:]) for line in table[2:] if line.startswith("  op.")}
+    assert rows[("op.F", "rest")].startswith("7 2 56 B 56 B (own) 32.3 B ×0.58 (")
+    assert rows[("op.F", "grpc")] == "2 1 37 B 48 B ×1.30 27 B ×0.73 37 B (own) 37 B ×1.00 52 B ×1.41"
+    assert rows[("op.S2", "grpc")] == "1 1 68 B 108 B ×1.59 - 68 B (own) 68 B ×1.00 92 B ×1.35"
+    assert rows[("op.N", "rest")] == "1 0 - - - - -"
+    assert "  no estimate: op.F over rest: incomplete: 1, not_ok: 1, too_large: 1" in table
+    assert "  no estimate: op.F over grpc: mismatch: 1" in table
