@@ -23,6 +23,9 @@ tracer and the OTLP logger export to an upstream Envoy that answers OK.
     none+exp      no wasm filter, access log (file) + tracer
     empty+exp     the empty proxy-wasm SDK filter (filters/empty), same exporters
     wirelens+exp  build/wirelens_filter.wasm, same exporters
+    whatif+exp    the same build with counterfactual_rate 1: every call's
+                  payloads sized in the other encoding (docs/what-if.md); the
+                  report prints its cost per sampled call over wirelens+exp
     none+otlp, wirelens+otlp   the OTLP access logger instead of the file
     NAME+exp      each --compare NAME=PATH build, in the +exp shape
 
@@ -466,7 +469,34 @@ def baseline(per: dict, variant: str, base: str) -> str | None:
     return name if name in per else None
 
 
-def summarize(measured: list[Measured], loads: list[str]) -> dict:
+def counterfactual_rate(plugin_config: str) -> float:
+    """The plugin configuration's counterfactual_rate (the filter's default when absent)."""
+    rate = json.loads(plugin_config).get("counterfactual_rate")
+    return render.COUNTERFACTUAL_RATE_DEFAULT if rate is None else float(rate)
+
+
+def whatif_config(plugin_config: str) -> str:
+    """The plugin configuration with every recorded call sampled for the counterfactual."""
+    return json.dumps({**json.loads(plugin_config), "counterfactual_rate": 1})
+
+
+def counterfactual_costs(per: dict, base_rate: float) -> dict:
+    """Per shape and load: what one call sampled for the counterfactual costs, from whatif (rate 1)
+    over wirelens (base_rate of its calls already sampled): the difference / (1 - base_rate)."""
+    out: dict = {}
+    for variant, by_load in per.items():
+        if variant.split("+")[0] != "whatif":
+            continue
+        shape = variant[len("whatif"):]
+        other = per.get("wirelens" + shape)
+        if not other or base_rate >= 1:
+            continue
+        out[variant] = {load: round((v - other[load]) / (1 - base_rate))
+                        for load, v in by_load.items() if load in other}
+    return out
+
+
+def summarize(measured: list[Measured], loads: list[str], base_rate: float = 0.0) -> dict:
     """Per variant and load: instructions per call (and per message), differences, verdicts."""
     per: dict = {}
     for m in measured:
@@ -491,7 +521,7 @@ def summarize(measured: list[Measured], loads: list[str]) -> dict:
     targets: dict = {}
     for variant in per:
         base, shape = variant.split("+")[0], variant[len(variant.split("+")[0]):]
-        if shape != "+exp" or base in ("none", "empty") or base.startswith("probe-"):
+        if shape != "+exp" or base in ("none", "empty", "whatif") or base.startswith("probe-"):
             continue
         t = []
         for load in ("rest", "grpc"):
@@ -513,6 +543,8 @@ def summarize(measured: list[Measured], loads: list[str]) -> dict:
                       "pass": over <= TARGET_STREAM_PER_MESSAGE})
         targets[variant] = t
     return {"per_call": per, "differences": diffs, "targets": targets,
+            "counterfactual_per_sampled_call": counterfactual_costs(per, base_rate),
+            "counterfactual_rate_of_wirelens": base_rate,
             "units": {"rest": "per call", "grpc": "per call",
                       "stream": f"per message ({STREAM_MESSAGES} requests + {STREAM_MESSAGES} replies "
                                 "per stream, both counted)"}}
@@ -560,6 +592,13 @@ def print_report(summary: dict, loads: list[str], meta: dict) -> None:
           "  no filter (same shape) / this variant, the throughput share left when Envoy's instructions\n"
           "  are the bottleneck. With the exporters on, runs of the same build differ by 1-4 %\n"
           "  (exports flush on timers; the real upstream's timing): decide below ≈5k by repeating.")
+    for variant, by_load in summary.get("counterfactual_per_sampled_call", {}).items():
+        names = {"rest": "REST call", "grpc": "unary gRPC call", "stream": "streamed message"}
+        costs = ", ".join(f"{names[load]} {fmt_k(v, True)}" for load, v in by_load.items())
+        print(f"\n  The counterfactual (docs/what-if.md), per call sampled for it: {costs}\n"
+              f"  ({variant} at counterfactual_rate 1 over wirelens{variant[len('whatif'):]} at "
+              f"{summary['counterfactual_rate_of_wirelens']:g}, divided by the share it added; "
+              f"rate 0 costs what the filter cost before it)")
     if summary["targets"]:
         print("\nTargets (issue 16):")
         for variant, ts in summary["targets"].items():
@@ -633,7 +672,7 @@ def main(argv: list[str] | None = None) -> int:
     fc.WORK_DIR.mkdir(parents=True, exist_ok=True)
 
     wasm_src: dict[str, Path | None] = {"none": None, "empty": fc.EMPTY_WASM,
-                                        "wirelens": fc.WIRELENS_WASM, **extra}
+                                        "wirelens": fc.WIRELENS_WASM, "whatif": fc.WIRELENS_WASM, **extra}
     if args.variants:
         wanted = [v for v in args.variants.split(",") if v]
     else:
@@ -642,7 +681,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.exporters in ("off", "both"):
             wanted += ["none", "empty", *filters]
         if args.exporters in ("on", "both"):
-            wanted += ["none+exp", "empty+exp", *(f + "+exp" for f in filters), "none+otlp", "wirelens+otlp"]
+            wanted += ["none+exp", "empty+exp", *(f + "+exp" for f in filters), "whatif+exp", "none+otlp",
+                       "wirelens+otlp"]
     parsed = []
     for v in wanted:
         base, shape = v.split("+")[0], v[len(v.split("+")[0]):]
@@ -706,8 +746,9 @@ def main(argv: list[str] | None = None) -> int:
                  if any("stream" in m.loads(args.loads) for m in measured) else "") + ")", flush=True)
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs)
         try:
-            futures = [pool.submit(measure_variant, m, envoy_bin, ports, plugin_config, args,
-                                   files, progress) for m in measured]
+            futures = [pool.submit(measure_variant, m, envoy_bin, ports,
+                                   whatif_config(plugin_config) if m.base == "whatif" else plugin_config,
+                                   args, files, progress) for m in measured]
             for f in futures:
                 f.result()
         finally:
@@ -727,7 +768,7 @@ def main(argv: list[str] | None = None) -> int:
         upstream.stop()
 
     problems = [f"{m.variant}: {m.error}" for m in measured if m.error]
-    summary = summarize([m for m in measured if not m.error], args.loads)
+    summary = summarize([m for m in measured if not m.error], args.loads, counterfactual_rate(plugin_config))
     meta["callgrind_s"] = round(time.monotonic() - t_begin, 1)
     result = {"benchmark": "filter_instructions", "meta": meta, "summary": summary,
               "results": {m.variant: m.results for m in measured},

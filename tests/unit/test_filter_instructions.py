@@ -116,3 +116,18 @@ def test_run_all_summarizes_the_results_file():
     assert lines[3] == "wirelens+exp     REST/call 330.0k (+10.0k over empty)"
     assert any(line.strip().startswith("whole pipeline rest") and line.endswith("PASS") for line in lines)
     assert lines[-1].endswith("+512 KiB <= 1,024 KiB PASS")
+
+
+def test_the_counterfactual_costs_per_sampled_call():
+    """whatif (rate 1) over wirelens (a share already sampled), per call sampled; no target for whatif."""
+    summary = fi.summarize(_measured({
+        "none+exp": {"rest": 300_000, "grpc": 400_000},
+        "wirelens+exp": {"rest": 330_000, "grpc": 460_000, "stream": 10_000},
+        "whatif+exp": {"rest": 429_000, "grpc": 480_000, "stream": 13_960},
+    }), ["rest", "grpc", "stream"], base_rate=0.01)
+    assert summary["counterfactual_per_sampled_call"] == {
+        "whatif+exp": {"rest": 100_000, "grpc": 20_202, "stream": 4_000}}
+    assert "whatif+exp" not in summary["targets"]
+    assert fi.counterfactual_rate('{"operations": []}') == 0.01
+    assert fi.counterfactual_rate('{"counterfactual_rate": 0}') == 0
+    assert json.loads(fi.whatif_config('{"operations": [], "counterfactual_rate": 0}'))["counterfactual_rate"] == 1
