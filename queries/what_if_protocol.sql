@@ -14,13 +14,18 @@
 --   proto  the protobuf message bytes, without gRPC's 5-byte prefix:
 --          counterfactual_*_proto_bytes, else the measured message bytes of
 --          a gRPC-family call, or the body of a rest-proto protobuf direction
+--          (unknown for a rest-proto request without a body, e.g. a GET:
+--          its fields travel in the URL, which is not sized)
 --   json   the JSON body (proto3 JSON as protojson prints it):
 --          counterfactual_*_json_bytes, else the measured body of a REST call
+--          (0 for a request whose rule binds no body)
 --   msgs   gRPC messages (a REST call is one each way)
 -- and each encoding's bytes per call, both directions together:
 --   rest_b           json
---   rest_proto_b     proto (unary operations only: NULL for streams)
---   grpc_b           proto + 5 * msgs (the length prefixes)
+--   rest_proto_b     proto, with no request body where JSON has none
+--                    (unary operations only: NULL for streams)
+--   grpc_b           proto + 5 * msgs (the length prefixes); NULL where
+--                    the request message is unknown (rest-proto GETs)
 --   grpc_web_b       the same: the trailer frame is status, not payload
 --   grpc_web_text_b  base64 of the gRPC-Web frames, 4 * ceil(n / 3) bytes
 --                    for the n bytes of each direction
@@ -75,9 +80,13 @@ WITH
             if(counterfactual_rate > 0, round(toFloat64(counterfactual_rate), 7), 1) AS cf_rate,
             counterfactual_reason                                                    AS reason,
             protocol IN ('grpc', 'grpc-web', 'grpc-web-text')                        AS framed,
+            -- a REST request without a body (the rule binds none: a GET) has its fields in the
+            -- URL: as protobuf REST, the filter does not size that message (NULL: no gRPC size)
             coalesce(counterfactual_request_proto_bytes,
                      multiIf(framed, request_message_bytes,
-                             protocol = 'rest-proto', request_body_bytes, NULL))     AS req_proto,
+                             protocol = 'rest-proto' AND NOT (request_body_bytes = 0
+                                 AND counterfactual_request_json_bytes = 0), request_body_bytes,
+                             NULL))                                                  AS req_proto,
             coalesce(counterfactual_response_proto_bytes,
                      multiIf(framed, response_message_bytes,
                              protocol = 'rest-proto', response_body_bytes, NULL))    AS resp_proto,
@@ -93,15 +102,16 @@ WITH
             resp_proto + 5 * resp_msgs                                               AS resp_grpc,
             -- each encoding's body bytes of the call, both directions
             req_json + resp_json                                                     AS rest,
+            -- no request body in JSON (the rule binds none), none in protobuf either
             if(streaming = 'unary' AND req_msgs = 1 AND resp_msgs = 1,
-               req_proto + resp_proto, NULL)                                         AS rest_proto,
+               if(req_json = 0, 0, req_proto) + resp_proto, NULL)                    AS rest_proto,
             req_grpc + resp_grpc                                                     AS grpc,
             4 * intDiv(req_grpc + 2, 3) + 4 * intDiv(resp_grpc + 2, 3)               AS grpc_web_text,
             multiIf(protocol IN ('rest', 'rest-transcoded'), rest,
                     protocol = 'rest-proto', rest_proto,
                     protocol IN ('grpc', 'grpc-web'), grpc,
                     protocol = 'grpc-web-text', grpc_web_text, NULL)                 AS own,
-            reason = 'ok' AND req_proto IS NOT NULL AND resp_proto IS NOT NULL
+            reason = 'ok' AND (req_proto IS NOT NULL OR req_json = 0) AND resp_proto IS NOT NULL
                 AND req_json IS NOT NULL AND resp_json IS NOT NULL                   AS estimated,
             1 / (rate * cf_rate)                                                     AS cf_weight
         SELECT
@@ -114,6 +124,7 @@ WITH
             minIfOrNull(cf_rate, reason != '')                                       AS cf_rate_min,
             countIf(estimated)                                                       AS estimated_n,
             countIf(estimated AND rest_proto IS NULL)                                AS streams_n,
+            countIf(estimated AND grpc IS NULL)                                      AS no_grpc_n,
             countIf(estimated AND own IS NULL)                                       AS unowned_n,
             sumIf(cf_weight, estimated)                                              AS w_s,
             sumIf((request_body_bytes + response_body_bytes) * cf_weight, estimated) AS measured_s,
@@ -166,6 +177,7 @@ WITH
             min(cf_rate_min)                                                         AS lowest_cf_rate,
             sum(estimated_n)                                                         AS estimated_calls,
             sum(streams_n)                                                           AS estimated_streams,
+            sum(no_grpc_n)                                                           AS estimated_no_grpc,
             sum(unowned_n)                                                           AS estimated_unowned,
             [('too_large', sum(too_large)), ('compressed', sum(compressed)), ('mismatch', sum(mismatch)),
              ('not_ok', sum(not_ok)), ('no_schema', sum(no_schema)), ('incomplete', sum(incomplete)),
@@ -190,6 +202,8 @@ WITH
             anyIf(estimated_calls, r = 0)                                            AS estimated_calls,
             -- rest-proto carries one message each way: NULL as soon as one estimated call is a stream
             anyIf(estimated_streams, r = 0) = 0                                      AS unary,
+            -- the gRPC family needs the request message: NULL when one estimated call lacks it
+            anyIf(estimated_no_grpc, r = 0) = 0                                      AS framable,
             anyIf(estimated_unowned, r = 0) = 0                                      AS owned,
             anyIf(reasons, r = 0)                                                    AS reasons,
             anyIf(w, r = 0)                                                          AS w,
@@ -224,24 +238,24 @@ SELECT
     if(estimated_calls = 0, NULL, round(measured_mean, 1))                           AS measured_b,
     if(estimated_calls = 0, NULL, round(rest_mean, 1))                               AS rest_b,
     if(estimated_calls = 0 OR NOT unary, NULL, round(rest_proto_mean, 1))            AS rest_proto_b,
-    if(estimated_calls = 0, NULL, round(grpc_mean, 1))                               AS grpc_b,
-    if(estimated_calls = 0, NULL, round(grpc_mean, 1))                               AS grpc_web_b,
-    if(estimated_calls = 0, NULL, round(grpc_web_text_mean, 1))                      AS grpc_web_text_b,
+    if(estimated_calls = 0 OR NOT framable, NULL, round(grpc_mean, 1))               AS grpc_b,
+    grpc_b                                                                           AS grpc_web_b,
+    if(estimated_calls = 0 OR NOT framable, NULL, round(grpc_web_text_mean, 1))      AS grpc_web_text_b,
     if(has_ratio, round(rest_mean / own_mean, 3), NULL)                              AS rest_ratio,
     bound(rest_ci[1])                                                                AS rest_ratio_low,
     bound(rest_ci[2])                                                                AS rest_ratio_high,
     if(has_ratio AND unary, round(rest_proto_mean / own_mean, 3), NULL)              AS rest_proto_ratio,
     if(unary, bound(rest_proto_ci[1]), NULL)                                         AS rest_proto_ratio_low,
     if(unary, bound(rest_proto_ci[2]), NULL)                                         AS rest_proto_ratio_high,
-    if(has_ratio, round(grpc_mean / own_mean, 3), NULL)                              AS grpc_ratio,
-    bound(grpc_ci[1])                                                                AS grpc_ratio_low,
-    bound(grpc_ci[2])                                                                AS grpc_ratio_high,
+    if(has_ratio AND framable, round(grpc_mean / own_mean, 3), NULL)                 AS grpc_ratio,
+    if(framable, bound(grpc_ci[1]), NULL)                                            AS grpc_ratio_low,
+    if(framable, bound(grpc_ci[2]), NULL)                                            AS grpc_ratio_high,
     grpc_ratio                                                                       AS grpc_web_ratio,
     grpc_ratio_low                                                                   AS grpc_web_ratio_low,
     grpc_ratio_high                                                                  AS grpc_web_ratio_high,
-    if(has_ratio, round(grpc_web_text_mean / own_mean, 3), NULL)                     AS grpc_web_text_ratio,
-    bound(grpc_web_text_ci[1])                                                       AS grpc_web_text_ratio_low,
-    bound(grpc_web_text_ci[2])                                                       AS grpc_web_text_ratio_high,
+    if(has_ratio AND framable, round(grpc_web_text_mean / own_mean, 3), NULL)        AS grpc_web_text_ratio,
+    if(framable, bound(grpc_web_text_ci[1]), NULL)                                   AS grpc_web_text_ratio_low,
+    if(framable, bound(grpc_web_text_ci[2]), NULL)                                   AS grpc_web_text_ratio_high,
     -- 'too_large: 3, not_ok: 1': the most frequent first
     arrayStringConcat(arrayMap(x -> concat(x.1, ': ', toString(x.2)),
         arraySort(x -> (-x.2, x.1), arrayFilter(x -> x.2 > 0, reasons))), ', ')      AS no_estimate

@@ -714,6 +714,12 @@ WHAT_IF_CALLS = [
                  streaming="server"),
     # nothing sampled for it
     what_if_call(83.0, "n-r1", "rest", "op.N", (19, 29)),
+    # op.G, a GET (the rule binds no request body): its request message (3 bytes) is in the URL.
+    # REST: no request body, the message sized from the path; gRPC: the message; REST with
+    # protobuf: no request body and, the URL not sized, no gRPC size
+    what_if_call(84.0, "g-r1", "rest", "op.G", (0, 29), reason="ok", proto=(3, 17)),
+    what_if_call(84.1, "g-g1", "grpc", "op.G", (8, 22), (3, 17), (1, 1), reason="ok", json_=(0, 29)),
+    what_if_call(84.2, "g-p1", "rest-proto", "op.G", (0, 17), reason="ok", json_=(0, 29)),
 ]
 
 
@@ -730,7 +736,8 @@ def what_if_calls(ch):
 def test_what_if_protocol_bytes_in_each_encoding_and_ratios_to_the_own(ch, what_if_calls):
     rows = by(query(ch, "what_if_protocol", "rw"), "operation", "protocol")
     assert sorted(rows) == [("op.F", "grpc"), ("op.F", "grpc-web-text"), ("op.F", "rest"), ("op.F", "rest-proto"),
-                            ("op.N", "rest"), ("op.S2", "grpc")]
+                            ("op.G", "grpc"), ("op.G", "rest"), ("op.G", "rest-proto"), ("op.N", "rest"),
+                            ("op.S2", "grpc")]
     rest = rows[("op.F", "rest")]
     # 5 calls at rate 1 and f-r5 at 0.5; two estimates; the lowest rate among the sampled: 0.25
     assert (rest["calls"], rest["sampled_calls"], rest["sample_rate"], rest["counterfactual_rate"],
@@ -778,6 +785,18 @@ def test_what_if_protocol_bytes_in_each_encoding_and_ratios_to_the_own(ch, what_
             stream["grpc_web_text_b"]) == ("68", "108", "\\N", "68", "92")
     assert (stream["rest_proto_ratio"], stream["rest_proto_ratio_low"], stream["rest_ratio"]) \
         == ("\\N", "\\N", str(round(108 / 68, 3)))
+
+    # the GET: REST with protobuf has no request body either (0 + 17); gRPC 3 + 5 + 17 + 5 = 30,
+    # its base64 12 + 32 = 44; the protobuf REST call cannot say what gRPC would carry
+    for protocol in ("rest", "grpc"):
+        get = rows[("op.G", protocol)]
+        assert (get["rest_b"], get["rest_proto_b"], get["grpc_b"], get["grpc_web_b"], get["grpc_web_text_b"],
+                get["estimated_calls"]) == ("29", "17", "30", "30", "44", "1"), protocol
+    get = rows[("op.G", "rest-proto")]
+    assert (get["estimated_calls"], get["measured_b"], get["rest_b"], get["rest_proto_b"], get["grpc_b"],
+            get["grpc_web_b"], get["grpc_web_text_b"]) == ("1", "17", "29", "17", "\\N", "\\N", "\\N")
+    assert (get["rest_ratio"], get["rest_proto_ratio"], get["grpc_ratio"], get["grpc_ratio_low"],
+            get["grpc_web_text_ratio"], get["no_estimate"]) == (str(round(29 / 17, 3)), "1", "\\N", "\\N", "\\N", "")
 
     none = rows[("op.N", "rest")]
     # recorded, never sampled for the counterfactual: counted, no estimate, no reason
