@@ -14,8 +14,9 @@ Envoy Gateway runs standalone: Custom provider, File resources (the directory
 starts Envoy itself: the project's Envoy 1.40 binary, placed where it looks
 for it). The gateway exports to the local stack's Collector and routes to its
 REST and gRPC services, so the local stack must be up (`make up`). Its filter
-sizes payloads in the other protocol's encoding at the local stack's
-WIRELENS_COUNTERFACTUAL_RATE (default 1, every recorded call).
+sizes payloads in the other protocol's encoding as the local stack's does:
+WIRELENS_COUNTERFACTUAL_RATE (default 1, every recorded call) and
+WIRELENS_COUNTERFACTUAL_MAX_BYTES (default 1 MiB).
 
 Ports: deploy/envoy-gateway/ports.env (ours) and deploy/local/ports.env (the
 stack's), each overridable by an environment variable of the same name.
@@ -116,7 +117,8 @@ def served_wasm(settings: dict[str, str]) -> tuple[Path, str]:
 
 def inputs(settings: dict[str, str], sample_rate: float | None = None, counterfactual_rate: float | None = None,
            counterfactual_max_bytes: int | None = None) -> manifests.Inputs:
-    """The resources' inputs; counterfactual_rate None: the local stack's WIRELENS_COUNTERFACTUAL_RATE."""
+    """The resources' inputs; counterfactual_rate and _max_bytes None: the local stack's
+    WIRELENS_COUNTERFACTUAL_RATE and WIRELENS_COUNTERFACTUAL_MAX_BYTES."""
     served, sha = served_wasm(settings)
     if not OPMAP.exists():
         raise StackError(f"{OPMAP} is missing: run `make proto`")
@@ -134,7 +136,8 @@ def inputs(settings: dict[str, str], sample_rate: float | None = None, counterfa
         sample_rate=sample_rate,
         counterfactual_rate=(float(settings["WIRELENS_COUNTERFACTUAL_RATE"]) if counterfactual_rate is None
                              else counterfactual_rate),
-        counterfactual_max_bytes=counterfactual_max_bytes,
+        counterfactual_max_bytes=(int(settings["WIRELENS_COUNTERFACTUAL_MAX_BYTES"]) if counterfactual_max_bytes is None
+                                  else counterfactual_max_bytes),
         standalone=True,
         envoy_certs=paths(settings)["envoy_certs"],
     )

@@ -311,15 +311,17 @@ def test_envoy_gateway_set_commands_change_one_setting_and_keep_the_others(tmp_p
         pytest.skip("build/opmap.json or the filter is not built (make proto filter)")
     environ = {k: v for k, v in os.environ.items() if not k.startswith("WIRELENS_")}
     settings = gateway.load_settings({**environ, "WIRELENS_GATEWAY_STATE_DIR": str(tmp_path / "state")})
-    # The standalone gateway follows the local stack's counterfactual rate (1 there), like its Envoy.
-    assert gateway.inputs(settings).counterfactual_rate == 1.0
+    # The standalone gateway follows the local stack's counterfactual settings (1 and 1 MiB there), like its Envoy.
+    assert (gateway.inputs(settings).counterfactual_rate, gateway.inputs(settings).counterfactual_max_bytes) == \
+        (1.0, 1 << 20)
     assert gateway.inputs({**settings, "WIRELENS_COUNTERFACTUAL_RATE": "0.2"}).counterfactual_rate == 0.2
     assert gateway.policy_settings(settings) == {}   # no policy on disk yet
     path = gateway.set_counterfactual_rate(settings, 0.3)
     assert path == gateway.policy_path(settings)
-    assert gateway.policy_settings(settings) == {"counterfactual_rate": 0.3}
+    assert gateway.policy_settings(settings) == {"counterfactual_rate": 0.3, "counterfactual_max_bytes": 1 << 20}
     gateway.set_sample_rate(settings, 0.1)
-    assert gateway.policy_settings(settings) == {"sample_rate": 0.1, "counterfactual_rate": 0.3}
+    assert gateway.policy_settings(settings) == {"sample_rate": 0.1, "counterfactual_rate": 0.3,
+                                                 "counterfactual_max_bytes": 1 << 20}
     gateway.set_counterfactual_rate(settings, 0)
     config = rendered_policy_config(path.parent)
     assert (config["sample_rate"], config["counterfactual_rate"]) == (0.1, 0)
