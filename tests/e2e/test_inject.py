@@ -9,8 +9,9 @@ byte for byte, every call is exactly one row in ClickHouse with its
 operation, protocol, body bytes and messages, its span is in Jaeger, and
 --remove gives back the original file.
 
-The ECDS test changes the operation map, the sample rate and the module
-while traffic flows, and finds each switch at a known point in the rows.
+The ECDS test changes the operation map, the counterfactual rate, the sample
+rate and the module while traffic flows, and finds each switch at a known
+point in the rows.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import pytest
 
 from conftest import ROOT, free_ports, jaeger_trace, rows, stack
 from wirelens_helpers.wait import wait_for
-from test_local_stack import HELLO_REQUEST, REST_REQUEST, grpc_frame, traceparent, varint
+from test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REQUEST, grpc_frame, traceparent, varint
 
 USER_CONFIGS = ROOT / "tests" / "e2e" / "user_configs"
 CASES = json.loads((USER_CONFIGS / "cases.json").read_text())
@@ -329,6 +330,8 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, tm
     assert result.returncode == 0, result.stderr
     validate(injected, ())
     reload_stat = "extension_config_discovery.http_filter.wirelens.config_reload"
+    # A rejected update also raises config_reload (DESIGN.md): Envoy must have rejected none.
+    rejected_stat = "extension_config_discovery.http_filter.wirelens.update_rejected"
     envoy = Envoy(injected, ports["ADMIN_PORT"], tmp_path / "envoy.log")
     run = f"ecds-{uuid.uuid4().hex[:8]}"
     background = Traffic(ports["LISTEN_PORT"], f"{run}-background")
@@ -340,7 +343,7 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, tm
                                  {"content-type": "application/json", "x-wirelens-run": f"{run}-{name}"})
             assert status == 200
 
-    def update(*flags: str) -> None:
+    def update(*flags: str) -> str:
         reloads = envoy.stat(reload_stat)
         done = subprocess.run([*INJECT, "--update-ecds", "--ecds-dir", str(ecds), *flags],
                               capture_output=True, text=True, timeout=60)
@@ -348,6 +351,9 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, tm
         # The known point: Envoy has taken the new resource.
         wait_for(f"{reload_stat} > {reloads} after --update-ecds {' '.join(flags)}", lambda: envoy.stat(reload_stat),
                  lambda seen: seen > reloads, timeout_s=30)
+        assert envoy.stat(rejected_stat) == 0, \
+            f"Envoy rejected --update-ecds {' '.join(flags)}:\n{(tmp_path / 'envoy.log').read_text()[-3000:]}"
+        return done.stderr
 
     upgraded = tmp_path / "wirelens_filter-upgraded.wasm"
     upgraded.write_bytes(with_custom_section(WASM.read_bytes(), "wirelens.build", run.encode()))
@@ -356,6 +362,11 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, tm
         phase("no-map")
         update("--descriptor-set", str(DESCRIPTORS))
         phase("map")
+        # Every recorded call is sized in the other encoding, then none: the access log is not involved.
+        assert "wirelens: counterfactual_rate 0.01 -> 1\n" in update("--counterfactual-rate", "1")
+        phase("counterfactual")
+        assert "wirelens: counterfactual_rate 1 -> 0\n" in update("--counterfactual-rate", "0")
+        phase("no-counterfactual")
         update("--sample-rate", "0")
         phase("unsampled")
         vms = envoy.stat("wasm.envoy.wasm.runtime.v8.created")
@@ -368,12 +379,26 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, tm
             f"{background.failed} of {background.sent} calls failed while the filter was reconfigured"
         query = (f"SELECT run_id, operation, count() FROM wirelens.requests FINAL WHERE run_id LIKE '{run}-%' "
                  f"AND run_id != '{run}-background' GROUP BY run_id, operation ORDER BY run_id")
-        want = [[f"{run}-map", "hello.SayHello", str(per_phase)], [f"{run}-no-map", "unknown", str(per_phase)],
+        want = [[f"{run}-counterfactual", "hello.SayHello", str(per_phase)],
+                [f"{run}-map", "hello.SayHello", str(per_phase)],
+                [f"{run}-no-counterfactual", "hello.SayHello", str(per_phase)],
+                [f"{run}-no-map", "unknown", str(per_phase)],
                 [f"{run}-upgraded", "hello.SayHello", str(per_phase)]]
         # Envoy batches access-log records: it runs until they have arrived.
         wait_for(f"the rows of the ECDS phases of run {run}", lambda: rows(settings, query),
-                 lambda seen: sum(int(r[2]) for r in seen) >= 3 * per_phase)
+                 lambda seen: sum(int(r[2]) for r in seen) >= len(want) * per_phase)
         assert rows(settings, query) == want
+        # At rate 1 every call's record carries the counterfactual (cr "ok"; the JSON body's message
+        # in protobuf is exactly what the gRPC client sends, prefix aside); at 0 (and after) none does.
+        counterfactual = rows(settings, (
+            f"SELECT run_id, counterfactual_reason, counterfactual_request_proto_bytes, "
+            f"counterfactual_response_proto_bytes, count() FROM wirelens.requests FINAL "
+            f"WHERE run_id IN ('{run}-counterfactual', '{run}-no-counterfactual', '{run}-upgraded') "
+            f"GROUP BY ALL ORDER BY run_id"))
+        assert counterfactual == [
+            [f"{run}-counterfactual", "ok", str(len(HELLO_REQUEST)), str(len(HELLO_REPLY)), str(per_phase)],
+            [f"{run}-no-counterfactual", "", "\\N", "\\N", str(per_phase)],
+            [f"{run}-upgraded", "", "\\N", "\\N", str(per_phase)]], counterfactual
     finally:
         background.stopping.set()
         envoy.stop()
