@@ -52,18 +52,18 @@
 -- weighted by it. counterfactual_rate is the lowest among the calls sampled
 -- for the counterfactual (NULL: none was).
 --
--- The bootstrap is deterministic and takes one pass over the calls. Each
--- group's calls are spread over 1024 buckets by cityHash64(request_id), and
--- only the buckets' weighted sums are kept. Resample 0 is the data itself;
--- resample r = 1 .. {resamples} gives bucket b the multiplicity Poisson(1)
--- drawn from cityHash64(operation, protocol, b, r) (the Poisson bootstrap).
--- With fewer calls than buckets nearly every call has a bucket of its own,
--- so this is the bootstrap over calls; with more, the buckets are a random
--- partition of the calls, and resampling their sums spreads a ratio of
--- sums as resampling the calls would (the random-groups variance estimate),
--- at a cost that does not grow with the calls. The interval is the 2.5 %
--- and 97.5 % quantiles of the resampled ratios; NULL with 0 resamples or no
--- estimate. The same calls give the same interval every time.
+-- The bootstrap is deterministic. Each group's estimated calls are spread
+-- over 256 buckets by cityHash64(request_id), and only the buckets' weighted
+-- sums are kept; resample r = 1 .. {resamples} gives bucket b the
+-- multiplicity Poisson(1) drawn from cityHash64(operation, protocol, b, r)
+-- (the Poisson bootstrap). With fewer calls than buckets nearly every call
+-- has a bucket of its own, so this is the bootstrap over calls; with more,
+-- the buckets are a random partition of the calls, and resampling their
+-- sums spreads a ratio of sums as resampling the calls would (the
+-- random-groups variance estimate), at a cost that does not grow with the
+-- calls. The interval is the 2.5 % and 97.5 % quantiles of the resampled
+-- ratios; NULL with 0 resamples or no estimate. The same calls give the
+-- same interval every time.
 --
 -- Parameters:
 --   {since:DateTime64(3)}  window start (inclusive)
@@ -71,9 +71,9 @@
 --   {run_id:String}        a load run's id, or '' for every call in the window
 --   {resamples:UInt16}     bootstrap resamples (200 is plenty for a 95 % interval)
 WITH
-    buckets AS
+    per_call AS
     (
-        -- one pass over the calls: sums per operation, protocol and bucket
+        -- per call: its weights, whether it has an estimate, each encoding's bytes
         WITH
             -- the Float32 rates back to the decimals they were configured as; 0 (unknown) counts as 1
             if(sample_rate > 0, round(toFloat64(sample_rate), 7), 1)                 AS rate,
@@ -117,115 +117,114 @@ WITH
         SELECT
             operation,
             protocol,
-            cityHash64(request_id) % 1024                                            AS bucket,
-            sum(1 / rate)                                                            AS calls_w,
-            count()                                                                  AS calls_n,
-            min(rate)                                                                AS rate_min,
-            minIfOrNull(cf_rate, reason != '')                                       AS cf_rate_min,
-            countIf(estimated)                                                       AS estimated_n,
-            countIf(estimated AND rest_proto IS NULL)                                AS streams_n,
-            countIf(estimated AND grpc IS NULL)                                      AS no_grpc_n,
-            countIf(estimated AND own IS NULL)                                       AS unowned_n,
-            sumIf(cf_weight, estimated)                                              AS w_s,
-            sumIf((request_body_bytes + response_body_bytes) * cf_weight, estimated) AS measured_s,
-            sumIf(assumeNotNull(rest) * cf_weight, estimated)                        AS rest_s,
-            sumIf(assumeNotNull(rest_proto) * cf_weight, estimated)                  AS rest_proto_s,
-            sumIf(assumeNotNull(grpc) * cf_weight, estimated)                        AS grpc_s,
-            sumIf(assumeNotNull(grpc_web_text) * cf_weight, estimated)               AS grpc_web_text_s,
-            sumIf(assumeNotNull(own) * cf_weight, estimated)                         AS own_s,
-            countIf(reason = 'too_large')                                            AS too_large,
-            countIf(reason = 'compressed')                                           AS compressed,
-            countIf(reason = 'mismatch')                                             AS mismatch,
-            countIf(reason = 'not_ok')                                               AS not_ok,
-            countIf(reason = 'no_schema')                                            AS no_schema,
-            countIf(reason = 'ok' AND NOT estimated)                                 AS incomplete,
-            countIf(reason NOT IN ('', 'ok', 'too_large', 'compressed', 'mismatch', 'not_ok',
-                                   'no_schema'))                                     AS other
+            request_id,
+            rate,
+            cf_rate,
+            reason,
+            estimated,
+            cf_weight,
+            request_body_bytes + response_body_bytes                                 AS measured,
+            rest,
+            rest_proto,
+            grpc,
+            grpc_web_text,
+            own
         FROM wirelens.requests FINAL
         PREWHERE {run_id:String} = '' OR run_id = {run_id:String}  -- before FINAL: exact, faster (README)
         WHERE timestamp >= {since:DateTime64(3)}
           AND timestamp < {until:DateTime64(3)}
+    ),
+    groups AS
+    (
+        SELECT
+            operation,
+            protocol,
+            sum(1 / rate)                                                            AS weighted_calls,
+            count()                                                                  AS sampled_calls,
+            min(rate)                                                                AS lowest_rate,
+            minIfOrNull(cf_rate, reason != '')                                       AS lowest_cf_rate,
+            countIf(estimated)                                                       AS estimated_calls,
+            -- rest-proto carries one message each way: NULL as soon as one estimated call is a stream
+            countIf(estimated AND rest_proto IS NULL) = 0                            AS unary,
+            -- the gRPC family needs the request message: NULL when one estimated call lacks it
+            countIf(estimated AND grpc IS NULL) = 0                                  AS framable,
+            countIf(estimated AND own IS NULL) = 0                                   AS owned,
+            sumIf(cf_weight, estimated)                                              AS w,
+            sumIf(measured * cf_weight, estimated) / w                               AS measured_mean,
+            sumIf(assumeNotNull(rest) * cf_weight, estimated) / w                    AS rest_mean,
+            sumIf(assumeNotNull(rest_proto) * cf_weight, estimated) / w              AS rest_proto_mean,
+            sumIf(assumeNotNull(grpc) * cf_weight, estimated) / w                    AS grpc_mean,
+            sumIf(assumeNotNull(grpc_web_text) * cf_weight, estimated) / w           AS grpc_web_text_mean,
+            sumIf(assumeNotNull(own) * cf_weight, estimated) / w                     AS own_mean,
+            [('too_large', countIf(reason = 'too_large')), ('compressed', countIf(reason = 'compressed')),
+             ('mismatch', countIf(reason = 'mismatch')), ('not_ok', countIf(reason = 'not_ok')),
+             ('no_schema', countIf(reason = 'no_schema')), ('incomplete', countIf(reason = 'ok' AND NOT estimated)),
+             ('other', countIf(reason NOT IN ('', 'ok', 'too_large', 'compressed', 'mismatch', 'not_ok',
+                                             'no_schema')))]                        AS reasons
+        FROM per_call
+        GROUP BY
+            operation,
+            protocol
+    ),
+    buckets AS
+    (
+        -- each group's estimated calls in 256 random buckets: their weighted sums
+        SELECT
+            operation,
+            protocol,
+            toUInt16(cityHash64(request_id) % 256)                                   AS bucket,
+            sum(assumeNotNull(own) * cf_weight)                                      AS own_s,
+            sum(assumeNotNull(rest) * cf_weight)                                     AS rest_s,
+            sum(assumeNotNull(rest_proto) * cf_weight)                               AS rest_proto_s,
+            sum(assumeNotNull(grpc) * cf_weight)                                     AS grpc_s,
+            sum(assumeNotNull(grpc_web_text) * cf_weight)                            AS grpc_web_text_s
+        FROM per_call
+        WHERE estimated
         GROUP BY
             operation,
             protocol,
             bucket
     ),
-    resampled AS
+    intervals AS
     (
-        -- resample 0 is the data itself (every bucket once); 1 .. {resamples} the bootstrap's
-        WITH
-            toFloat64(cityHash64(operation, protocol, bucket, r)) / 18446744073709551616 AS u,
-            -- Poisson(1) by its inverse CDF (P(X > 7) = 1e-5 is drawn as 7)
-            if(r = 0, 1,
-               multiIf(u < 0.36787944, 0, u < 0.73575888, 1, u < 0.91969860, 2, u < 0.98101184, 3,
-                       u < 0.99634015, 4, u < 0.99940582, 5, u < 0.99991676, 6, 7)) AS m
+        -- resample r = 1 .. {resamples}: bucket b weighs Poisson(1), drawn from a hash
         SELECT
             operation,
             protocol,
-            r,
-            sum(m * w_s)                                                             AS w,
-            sum(m * measured_s)                                                      AS measured,
-            sum(m * rest_s)                                                          AS rest,
-            sum(m * rest_proto_s)                                                    AS rest_proto,
-            sum(m * grpc_s)                                                          AS grpc,
-            sum(m * grpc_web_text_s)                                                 AS grpc_web_text,
-            sum(m * own_s)                                                           AS own,
-            -- counts: read at r = 0 only
-            sum(calls_w)                                                             AS weighted_calls,
-            sum(calls_n)                                                             AS sampled_calls,
-            min(rate_min)                                                            AS lowest_rate,
-            min(cf_rate_min)                                                         AS lowest_cf_rate,
-            sum(estimated_n)                                                         AS estimated_calls,
-            sum(streams_n)                                                           AS estimated_streams,
-            sum(no_grpc_n)                                                           AS estimated_no_grpc,
-            sum(unowned_n)                                                           AS estimated_unowned,
-            [('too_large', sum(too_large)), ('compressed', sum(compressed)), ('mismatch', sum(mismatch)),
-             ('not_ok', sum(not_ok)), ('no_schema', sum(no_schema)), ('incomplete', sum(incomplete)),
-             ('other', sum(other))]                                                  AS reasons
-        FROM buckets
-        -- buckets without an estimate add nothing to a resample: only resample 0 for them
-        ARRAY JOIN range(if(estimated_n > 0, {resamples:UInt16} + 1, 1)) AS r
-        GROUP BY
-            operation,
-            protocol,
-            r
-    ),
-    summary AS
-    (
-        SELECT
-            operation,
-            protocol,
-            anyIf(weighted_calls, r = 0)                                             AS weighted_calls,
-            anyIf(sampled_calls, r = 0)                                              AS sampled_calls,
-            anyIf(lowest_rate, r = 0)                                                AS lowest_rate,
-            anyIf(lowest_cf_rate, r = 0)                                             AS lowest_cf_rate,
-            anyIf(estimated_calls, r = 0)                                            AS estimated_calls,
-            -- rest-proto carries one message each way: NULL as soon as one estimated call is a stream
-            anyIf(estimated_streams, r = 0) = 0                                      AS unary,
-            -- the gRPC family needs the request message: NULL when one estimated call lacks it
-            anyIf(estimated_no_grpc, r = 0) = 0                                      AS framable,
-            anyIf(estimated_unowned, r = 0) = 0                                      AS owned,
-            anyIf(reasons, r = 0)                                                    AS reasons,
-            anyIf(w, r = 0)                                                          AS w,
-            anyIf(measured, r = 0) / w                                               AS measured_mean,
-            anyIf(rest, r = 0) / w                                                   AS rest_mean,
-            anyIf(rest_proto, r = 0) / w                                             AS rest_proto_mean,
-            anyIf(grpc, r = 0) / w                                                   AS grpc_mean,
-            anyIf(grpc_web_text, r = 0) / w                                          AS grpc_web_text_mean,
-            anyIf(own, r = 0) / w                                                    AS own_mean,
-            -- the 95 % interval of each ratio over the resamples (an empty resample has no ratio)
-            countIf(r > 0 AND own > 0) > 0                                           AS has_ci,
-            quantilesExactIf(0.025, 0.975)(rest / own, r > 0 AND own > 0)            AS rest_ci,
-            quantilesExactIf(0.025, 0.975)(rest_proto / own, r > 0 AND own > 0)      AS rest_proto_ci,
-            quantilesExactIf(0.025, 0.975)(grpc / own, r > 0 AND own > 0)            AS grpc_ci,
-            quantilesExactIf(0.025, 0.975)(grpc_web_text / own, r > 0 AND own > 0)   AS grpc_web_text_ci
-        FROM resampled
+            quantilesExactIf(0.025, 0.975)(rest_r / own_r, own_r > 0)                AS rest_ci,
+            quantilesExactIf(0.025, 0.975)(rest_proto_r / own_r, own_r > 0)          AS rest_proto_ci,
+            quantilesExactIf(0.025, 0.975)(grpc_r / own_r, own_r > 0)                AS grpc_ci,
+            quantilesExactIf(0.025, 0.975)(grpc_web_text_r / own_r, own_r > 0)       AS grpc_web_text_ci
+        FROM
+        (
+            WITH
+                toFloat64(cityHash64(operation, protocol, bucket, r)) / 18446744073709551616 AS u,
+                -- Poisson(1) by its inverse CDF (P(X > 7) = 1e-5 is drawn as 7)
+                multiIf(u < 0.36787944, 0, u < 0.73575888, 1, u < 0.91969860, 2, u < 0.98101184, 3,
+                        u < 0.99634015, 4, u < 0.99940582, 5, u < 0.99991676, 6, 7)  AS m
+            SELECT
+                operation,
+                protocol,
+                r,
+                sum(m * own_s)                                                       AS own_r,
+                sum(m * rest_s)                                                      AS rest_r,
+                sum(m * rest_proto_s)                                                AS rest_proto_r,
+                sum(m * grpc_s)                                                      AS grpc_r,
+                sum(m * grpc_web_text_s)                                             AS grpc_web_text_r
+            FROM buckets
+            ARRAY JOIN range(1, {resamples:UInt16} + 1) AS r
+            GROUP BY
+                operation,
+                protocol,
+                r
+        )
         GROUP BY
             operation,
             protocol
     ),
     -- a ratio needs an estimate and a measured protocol whose own encoding is known
     estimated_calls > 0 AND owned AND own_mean > 0                                   AS has_ratio,
+    notEmpty(rest_ci)                                                                AS has_ci,
     (ci) -> if(has_ratio AND has_ci, round(ci, 3), NULL)                             AS bound
 SELECT
     operation,
@@ -259,7 +258,8 @@ SELECT
     -- 'too_large: 3, not_ok: 1': the most frequent first
     arrayStringConcat(arrayMap(x -> concat(x.1, ': ', toString(x.2)),
         arraySort(x -> (-x.2, x.1), arrayFilter(x -> x.2 > 0, reasons))), ', ')      AS no_estimate
-FROM summary
+FROM groups
+LEFT JOIN intervals USING (operation, protocol)
 ORDER BY
     operation ASC,
     protocol ASC;
