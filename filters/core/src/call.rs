@@ -740,7 +740,10 @@ impl Call {
                 .as_ref()
                 .map(|e| e.result(self.grpc_status))
                 .unwrap_or_default(),
-            counterfactual_rate: self.options.counterfactual_rate_json(),
+            counterfactual_rate: self
+                .estimate
+                .as_ref()
+                .and_then(|_| self.options.counterfactual_rate_json()),
         }
     }
 }

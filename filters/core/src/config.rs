@@ -99,6 +99,25 @@ struct Rate {
 }
 
 impl Rate {
+    /// The text of a short rate, zero-padded (a const: `Options::default`
+    /// runs for every call, and must not format or allocate).
+    const fn short(value: f64, text: &[u8]) -> Self {
+        let mut bytes = [0; RATE_TEXT_MAX];
+        let mut i = 0;
+        while i < text.len() {
+            bytes[i] = text[i];
+            i += 1;
+        }
+        Rate {
+            value,
+            text: bytes,
+            len: text.len() as u8,
+        }
+    }
+
+    const ONE: Rate = Rate::short(1.0, b"1");
+    const COUNTERFACTUAL_DEFAULT: Rate = Rate::short(DEFAULT_RATE, b"0.01");
+
     /// `rate` clamped to [0, 1] (NaN: 1).
     fn new(rate: f64) -> Self {
         let rate = if rate.is_nan() {
@@ -153,8 +172,8 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            sample: Rate::new(1.0),
-            counterfactual: Rate::new(DEFAULT_RATE),
+            sample: Rate::ONE,
+            counterfactual: Rate::COUNTERFACTUAL_DEFAULT,
             counterfactual_max_bytes: DEFAULT_MAX_BYTES,
             fields: Fields::ALL,
             rest_transcoded: false,
@@ -412,6 +431,15 @@ fn parse_options(top: &Map<String, Value>) -> Result<Options, ConfigError> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn default_rates_are_what_new_makes() {
+        // A rate of 1 is never published, whatever its text.
+        assert_eq!(Rate::ONE.value, Rate::new(1.0).value);
+        assert_eq!(Rate::ONE.json_below_one(), None);
+        assert!(Rate::COUNTERFACTUAL_DEFAULT == Rate::new(DEFAULT_RATE));
+        assert_eq!(Rate::COUNTERFACTUAL_DEFAULT.json_below_one(), Some("0.01"));
+    }
     use super::*;
 
     fn cfg(s: &str) -> Config {
