@@ -12,10 +12,11 @@
 -- size, gRPC-family calls (and REST-with-protobuf) the JSON body size. The
 -- other side comes from what was measured. Per call and direction:
 --   proto  the protobuf message bytes, without gRPC's 5-byte prefix:
---          counterfactual_*_proto_bytes, else the measured message bytes of
---          a gRPC-family call, or the body of a rest-proto protobuf direction
---          (unknown for a rest-proto request without a body, e.g. a GET:
---          its fields travel in the URL, which is not sized)
+--          counterfactual_*_proto_bytes (a rest-proto request has it too:
+--          its body with the path and query bound), else the measured
+--          message bytes of a gRPC-family call, or the body of a rest-proto
+--          protobuf direction (records of filters before that: unknown for a
+--          rest-proto request without a body, its fields in the URL)
 --   json   the JSON body (proto3 JSON as protojson prints it):
 --          counterfactual_*_json_bytes, else the measured body of a REST call
 --          (0 for a request whose rule binds no body)
@@ -25,7 +26,7 @@
 --   rest_proto_b     proto, with no request body where JSON has none
 --                    (unary operations only: NULL for streams)
 --   grpc_b           proto + 5 * msgs (the length prefixes); NULL where
---                    the request message is unknown (rest-proto GETs)
+--                    the request message is unknown (older rest-proto GETs)
 --   grpc_web_b       the same: the trailer frame is status, not payload
 --   grpc_web_text_b  base64 of the gRPC-Web frames, 4 * ceil(n / 3) bytes
 --                    for the n bytes of each direction
@@ -81,7 +82,8 @@ WITH
             counterfactual_reason                                                    AS reason,
             protocol IN ('grpc', 'grpc-web', 'grpc-web-text')                        AS framed,
             -- a REST request without a body (the rule binds none: a GET) has its fields in the
-            -- URL: as protobuf REST, the filter does not size that message (NULL: no gRPC size)
+            -- URL: the filter sizes that message (counterfactual_request_proto_bytes); rows of
+            -- filters that did not are NULL here (no gRPC size)
             coalesce(counterfactual_request_proto_bytes,
                      multiIf(framed, request_message_bytes,
                              protocol = 'rest-proto' AND NOT (request_body_bytes = 0

@@ -12,7 +12,9 @@ call for the counterfactual (the local stack's rate 1). Per call i:
 - the JSON body the filter estimates from each gRPC-family call i, and from the
   protobuf REST call i, equals the body bytes measured on the REST twin's call i
   (a GET's request body: 0);
-- and rest-proto's measured protobuf bodies equal gRPC's message bytes.
+- rest-proto's request estimate (its body with the path and query bound)
+  plus 5 equals gRPC's request message plus framing, and its measured
+  protobuf response body equals gRPC's response message bytes.
 
 A mismatch names the operation, the protocol, the call and both numbers.
 """
@@ -112,6 +114,11 @@ def test_rest_and_grpc_twins_estimate_each_other_exactly(local_stack):
                 if got != (want_req, want_resp):
                     problems.append(f"{operation} call {i}: {p}'s gRPC estimate {got}, gRPC measured "
                                     f"{(want_req, want_resp)}")
+            # A protobuf REST request: its body plus what its URL binds, as gRPC's message.
+            got = calls["rest-proto"][i]["counterfactual_request_proto_bytes"]
+            if got is None or got + 5 != want_req:
+                problems.append(f"{operation} call {i}: rest-proto's gRPC request estimate {got} + 5, "
+                                f"gRPC measured {want_req}")
             for p in ("grpc-web", "grpc-web-text"):
                 measured = (calls[p][i]["request_message_bytes"], calls[p][i]["response_message_bytes"])
                 if measured != (grpc["request_message_bytes"], grpc["response_message_bytes"]):

@@ -352,3 +352,48 @@ fn b64(data: &[u8]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(data)
 }
+
+#[test]
+fn rest_with_protobuf_bodies_gets_both_sizes() {
+    let map = Rc::new(config().map);
+    let opts = Options::default().with_counterfactual_rate(1.0);
+    // GET with the protobuf media type: no body, the message is in the URL.
+    let get = Exchange {
+        req_headers: &[
+            (":method", "GET"),
+            (":path", "/v1/echo?content=a%20b+c"),
+            ("content-type", "application/protobuf"),
+            ("accept", "application/protobuf"),
+        ],
+        req_body: Vec::new(),
+        resp_headers: &[(":status", "200"), ("content-type", "application/protobuf")],
+        resp_body: pb_string(1, "a b c"),
+        trailers: None,
+    }
+    .run(Rc::clone(&map), opts, true, 3);
+    assert_eq!(get[wire::COUNTERFACTUAL_REASON], "ok", "{get:?}");
+    assert_eq!(num(&get, wire::COUNTERFACTUAL_REQ_PROTO_SIZE), Some(7));
+    assert_eq!(num(&get, wire::COUNTERFACTUAL_REQ_JSON_SIZE), Some(0));
+    assert_eq!(num(&get, wire::COUNTERFACTUAL_RESP_JSON_SIZE), Some(19));
+    assert!(!get.contains_key(wire::COUNTERFACTUAL_RESP_PROTO_SIZE));
+    // POST of the whole message as protobuf: the same bytes as gRPC's, and the JSON twin.
+    let post = Exchange {
+        req_headers: &[
+            (":method", "POST"),
+            (":path", "/v1/hello"),
+            ("content-type", "application/x-protobuf"),
+            ("accept", "application/x-protobuf"),
+        ],
+        req_body: pb_string(1, "world"),
+        resp_headers: &[
+            (":status", "200"),
+            ("content-type", "application/x-protobuf"),
+        ],
+        resp_body: pb_string(1, "Hello, world"),
+        trailers: None,
+    }
+    .run(map, opts, true, 2);
+    assert_eq!(num(&post, wire::COUNTERFACTUAL_REQ_PROTO_SIZE), Some(7));
+    assert_eq!(num(&post, wire::COUNTERFACTUAL_REQ_JSON_SIZE), Some(16));
+    assert_eq!(num(&post, wire::COUNTERFACTUAL_RESP_JSON_SIZE), Some(26));
+}

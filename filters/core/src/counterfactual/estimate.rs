@@ -2,7 +2,9 @@
 //! from the call's body callbacks, and the record fields at the end.
 
 use super::capture::Capture;
-use super::{json_body_size, proto_message_size, BodyField, Reason};
+use super::{
+    json_body_size, proto_message_size, proto_message_size_of_protobuf, BodyField, Reason,
+};
 use crate::classify::Protocol;
 use crate::opmap::{strip_query, MessageTypes, OpMap};
 use prost_reflect::{DynamicMessage, Kind, MessageDescriptor};
@@ -34,6 +36,9 @@ struct Side {
     encoding: Encoding,
     capture: Capture,
     result: Option<Result<u64, Reason>>,
+    /// A protobuf REST request's gRPC message: its body with the path and
+    /// query bound (the body alone lacks the fields in the URL).
+    grpc_message: Option<u64>,
 }
 
 impl Side {
@@ -46,6 +51,7 @@ impl Side {
             encoding,
             capture,
             result: None,
+            grpc_message: None,
         }
     }
 
@@ -362,6 +368,9 @@ impl Estimate {
                     &mut out.request_json,
                 );
             }
+            if let Some(v) = self.request.as_ref().and_then(|s| s.grpc_message) {
+                out.request_proto = Some(v);
+            }
             if let Ok(v) = resp {
                 put(
                     &self.response,
@@ -445,8 +454,20 @@ fn finish(side: &mut Side, binding: &Binding, request: bool) {
         return;
     }
     let encoding = side.encoding;
-    side.result = Some(
-        side.capture
-            .finish(&mut |m| size_of(binding, request, encoding, m)),
-    );
+    let mut grpc_message = None;
+    side.result = Some(side.capture.finish(&mut |m| {
+        if request && encoding == Encoding::Proto {
+            grpc_message = Some(proto_message_size_of_protobuf(
+                &binding.request,
+                m,
+                BodyField::request(binding.body.as_deref()),
+                binding
+                    .bindings
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            )?);
+        }
+        size_of(binding, request, encoding, m)
+    }));
+    side.grpc_message = grpc_message;
 }

@@ -215,6 +215,41 @@ pub fn proto_message_size<'b>(
     Ok(wire::message_size(&msg))
 }
 
+/// Bytes of the protobuf message gRPC would carry for a REST call with a
+/// protobuf body (`rest-proto`): the body bound to `body` (the message for
+/// `*`, one message field's value, nothing for a rule without a body) and
+/// the path variables and query parameters in `bindings`.
+pub fn proto_message_size_of_protobuf<'b>(
+    desc: &MessageDescriptor,
+    payload: &[u8],
+    body: BodyField<'_>,
+    bindings: impl IntoIterator<Item = (&'b str, &'b str)>,
+) -> Result<u64, Reason> {
+    let decode =
+        |d: MessageDescriptor| DynamicMessage::decode(d, payload).map_err(|_| Reason::Mismatch);
+    let mut msg = match body {
+        BodyField::None => DynamicMessage::new(desc.clone()),
+        BodyField::Whole => decode(desc.clone())?,
+        BodyField::Field(path) => {
+            let fields = resolve_path(desc, path).ok_or(Reason::Mismatch)?;
+            let last = fields.last().ok_or(Reason::Mismatch)?;
+            let Kind::Message(m) = last.kind() else {
+                return Err(Reason::Mismatch);
+            };
+            let mut msg = DynamicMessage::new(desc.clone());
+            let value = Value::Message(decode(m)?);
+            parent_mut(&mut msg, &fields)
+                .ok_or(Reason::Mismatch)?
+                .set_field(last, value);
+            msg
+        }
+    };
+    for (path, value) in bindings {
+        bind(&mut msg, path, value)?;
+    }
+    Ok(wire::message_size(&msg))
+}
+
 /// An empty (or blank) JSON body: read as the empty message.
 pub fn is_json_empty(json: &[u8]) -> bool {
     json.iter().all(u8::is_ascii_whitespace)
