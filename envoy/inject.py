@@ -789,14 +789,7 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--grpc-message-bytes", type=_grpc_message_bytes, metavar="N",
                       help="most bytes of a grpc-message (which can echo client input) stored, 0..1024; "
                            "0: never (default 128)")
-    what.add_argument("--counterfactual-rate", metavar="R",
-                      type=render.argument_type(render.check_counterfactual_rate, "--counterfactual-rate"),
-                      help="share of recorded calls whose payloads the filter sizes in the other protocol's "
-                           "encoding, 0..1 (default 0.01; needs the messages' schema: not with --no-descriptors)")
-    what.add_argument("--counterfactual-max-bytes", metavar="N",
-                      type=render.argument_type(render.check_counterfactual_max_bytes, "--counterfactual-max-bytes"),
-                      help="most bytes of a body (of one message, on streams) read for that estimate; larger "
-                           "ones get the reason too_large (default 65536)")
+    render.add_counterfactual_flags(what)
     what.add_argument("--wasm", metavar="FILE",
                       help=f"the filter's .wasm (default: {default_wasm}; with --update-ecds: keep the module)")
     where = parser.add_argument_group("where the record goes")

@@ -337,6 +337,23 @@ def argument_type(check, flag: str):
     return convert
 
 
+def add_counterfactual_flags(parser, defaults: str = "the filter's") -> None:
+    """--counterfactual-rate and --counterfactual-max-bytes, checked (every renderer and inject take them).
+
+    defaults says where an absent flag's value comes from, e.g. "the plugin configuration's, else the filter's".
+    """
+    parser.add_argument("--counterfactual-rate", metavar="R",
+                        type=argument_type(check_counterfactual_rate, "--counterfactual-rate"),
+                        help="the filter's counterfactual_rate: share of recorded calls whose payloads are sized in "
+                             f"the other protocol's encoding, 0..1 (default: {defaults} "
+                             f"{COUNTERFACTUAL_RATE_DEFAULT:g}; needs the messages' schema; docs/what-if.md)")
+    parser.add_argument("--counterfactual-max-bytes", metavar="N",
+                        type=argument_type(check_counterfactual_max_bytes, "--counterfactual-max-bytes"),
+                        help="the filter's counterfactual_max_bytes: most bytes of a body (of one message, on "
+                             f"streams) read for one estimate; larger ones get the reason too_large (default: "
+                             f"{defaults} {COUNTERFACTUAL_MAX_BYTES_DEFAULT})")
+
+
 # The most of a grpc-message the filter keeps (its grpc_message_max_bytes: 0..1024).
 GRPC_MESSAGE_BYTES_MAX = 1024
 
@@ -419,9 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grpc-message-bytes", metavar="N",
                         help="most bytes of a grpc-message the filter stores, 0..1024; 0: never "
                              "(default: the plugin configuration's, else 128)")
-    parser.add_argument("--counterfactual-rate", metavar="R",
-                        help="share of recorded calls whose payloads are sized in the other protocol's encoding, "
-                             "0..1 (default: the plugin configuration's, else 0.01; docs/what-if.md)")
+    add_counterfactual_flags(parser, "the plugin configuration's, else the filter's")
     parser.add_argument("-o", "--output", help="write here instead of stdout")
     args = parser.parse_args(argv)
     plugin_config = Path(args.plugin_config).read_text()
@@ -430,15 +445,14 @@ def main(argv: list[str] | None = None) -> int:
         sample_rate = None if args.sample_rate is None else check_sample_rate(args.sample_rate, "--sample-rate")
         grpc_message_bytes = None if args.grpc_message_bytes is None else \
             check_grpc_message_bytes(args.grpc_message_bytes, "--grpc-message-bytes")
-        counterfactual_rate = None if args.counterfactual_rate is None else \
-            check_counterfactual_rate(args.counterfactual_rate, "--counterfactual-rate")
     except ValueError as exc:
         parser.error(str(exc))
     rendered = render(dict(os.environ), Path(args.wasm).resolve(), plugin_config,
                       Path(args.descriptor_set).resolve(), access_log=args.access_log,
                       access_log_path=args.access_log_path and Path(args.access_log_path).resolve(),
                       sample_rate=sample_rate, grpc_message_max_bytes=grpc_message_bytes,
-                      counterfactual_rate=counterfactual_rate)
+                      counterfactual_rate=args.counterfactual_rate,
+                      counterfactual_max_bytes=args.counterfactual_max_bytes)
     if args.output:
         Path(args.output).write_text(rendered)
     else:

@@ -381,14 +381,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the operation map (default: build/opmap.json)")
     parser.add_argument("--sample-rate", metavar="R", type=checked(envoy_render.check_sample_rate, "--sample-rate"),
                         help="override the plugin config's sample_rate: share of calls recorded, 0..1")
-    parser.add_argument("--counterfactual-rate", metavar="R",
-                        type=checked(envoy_render.check_counterfactual_rate, "--counterfactual-rate"),
-                        help="override the plugin config's counterfactual_rate: share of recorded calls whose "
-                             "payloads are sized in the other protocol's encoding, 0..1 (the filter's default 0.01)")
-    parser.add_argument("--counterfactual-max-bytes", metavar="N",
-                        type=checked(envoy_render.check_counterfactual_max_bytes, "--counterfactual-max-bytes"),
-                        help="override the plugin config's counterfactual_max_bytes: most body bytes read for one "
-                             "estimate (the filter's default 65536)")
+    envoy_render.add_counterfactual_flags(parser, "the plugin config's, else the filter's")
     parser.add_argument("--backend-host", default="127.0.0.1",
                         help="address (IP or DNS name) of the services and the Collector (default 127.0.0.1)")
     parser.add_argument("--standalone-certs", type=Path,

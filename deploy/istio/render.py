@@ -171,7 +171,6 @@ def render_all(plugin_config: dict, image: str, sha256: str | None, collector: s
 
 
 def main(argv: list[str] | None = None) -> int:
-    checked = envoy_render.argument_type  # a flag's value through envoy/render.py's check, errors naming the flag
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--plugin-config", type=Path, default=DEFAULT_PLUGIN_CONFIG,
                         help="the filter's JSON plugin configuration (default: build/opmap.json, `make proto`)")
@@ -179,14 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sha256", help="the image's manifest digest (64 hex digits), verified by Istio")
     parser.add_argument("--collector", default=DEFAULT_COLLECTOR,
                         help=f"the Collector's Service host name (default {DEFAULT_COLLECTOR})")
-    parser.add_argument("--counterfactual-rate", metavar="R",
-                        type=checked(envoy_render.check_counterfactual_rate, "--counterfactual-rate"),
-                        help="the filter's counterfactual_rate: share of recorded calls whose payloads are sized in "
-                             "the other protocol's encoding, 0..1 (default: the map's, else the filter's 0.01)")
-    parser.add_argument("--counterfactual-max-bytes", metavar="N",
-                        type=checked(envoy_render.check_counterfactual_max_bytes, "--counterfactual-max-bytes"),
-                        help="the filter's counterfactual_max_bytes: most body bytes read for one estimate "
-                             "(default: the map's, else the filter's 65536)")
+    envoy_render.add_counterfactual_flags(parser, "the map's, else the filter's")
     parser.add_argument("--out-dir", type=Path, default=HERE)
     parser.add_argument("--check", action="store_true", help="compare with the files in --out-dir instead of writing")
     args = parser.parse_args(argv)

@@ -181,16 +181,7 @@ impl Call {
         body_size: usize,
         end_of_stream: bool,
     ) {
-        match self.estimate.as_deref_mut().filter(|e| e.wants_request()) {
-            Some(e) => {
-                let mut tap = |b: &[u8]| e.request_bytes(b);
-                self.req
-                    .on_body(body_size, host, Body::Request, self.window, Some(&mut tap));
-            }
-            None => self
-                .req
-                .on_body(body_size, host, Body::Request, self.window, None),
-        }
+        self.body_chunk(true, body_size, host);
         if end_of_stream {
             self.end_request(host);
         }
@@ -412,27 +403,47 @@ impl Call {
         self.req_end_ns = host.now_ns();
     }
 
+    /// A body chunk of one direction, read as its mode says; a call
+    /// sampled for the counterfactual also hands every byte to its estimate.
+    fn body_chunk<H: Host>(&mut self, request: bool, size: usize, host: &mut H) {
+        let window = self.window;
+        let (direction, body) = if request {
+            (&mut self.req, Body::Request)
+        } else {
+            (&mut self.resp, Body::Response)
+        };
+        match self.estimate.as_deref_mut().filter(|e| e.wants(request)) {
+            Some(e) => {
+                let mut tap = |b: &[u8]| e.bytes(request, b);
+                direction.on_body(size, host, body, window, Some(&mut tap));
+            }
+            None => direction.on_body(size, host, body, window, None),
+        }
+    }
+
     /// Ends the request direction (and its estimate).
     fn end_request_direction(&mut self) {
-        match self.estimate.as_deref_mut() {
-            Some(e) => {
-                let mut tap = |b: &[u8]| e.request_bytes(b);
-                self.req.end_tapped(Some(&mut tap));
-                e.request_end();
-            }
-            None => self.req.end(),
-        }
+        self.end_direction(true);
     }
 
     /// Ends the response direction (and its estimate).
     fn end_response_direction(&mut self) {
+        self.end_direction(false);
+    }
+
+    fn end_direction(&mut self, request: bool) {
+        let direction = if request {
+            &mut self.req
+        } else {
+            &mut self.resp
+        };
         match self.estimate.as_deref_mut() {
             Some(e) => {
-                let mut tap = |b: &[u8]| e.response_bytes(b);
-                self.resp.end_tapped(Some(&mut tap));
-                e.response_end();
+                let mut tap = |b: &[u8]| e.bytes(request, b);
+                direction.end_tapped(Some(&mut tap));
+                e.end(request);
             }
-            None => self.resp.end(),
+            None => direction.end(),
         }
     }
 
@@ -599,16 +610,7 @@ impl Call {
             self.resp.body_bytes += size as u64;
             return false;
         }
-        match self.estimate.as_deref_mut().filter(|e| e.wants_response()) {
-            Some(e) => {
-                let mut tap = |b: &[u8]| e.response_bytes(b);
-                self.resp
-                    .on_body(size, host, Body::Response, self.window, Some(&mut tap));
-            }
-            None => self
-                .resp
-                .on_body(size, host, Body::Response, self.window, None),
-        }
+        self.body_chunk(false, size, host);
         self.absorb_trailer_frame();
         if end_of_stream {
             self.complete(|| host.now_ns())

@@ -238,17 +238,14 @@ impl Estimate {
         e
     }
 
-    /// True while the request's bytes are wanted.
-    pub fn wants_request(&self) -> bool {
-        self.request
-            .as_ref()
-            .is_some_and(|s| s.result.is_none() && s.capture.wants_bytes())
-    }
-
-    /// True while the response's bytes are wanted.
-    pub fn wants_response(&self) -> bool {
-        self.response
-            .as_ref()
+    /// True while one direction's bytes are wanted.
+    pub fn wants(&self, request: bool) -> bool {
+        let side = if request {
+            &self.request
+        } else {
+            &self.response
+        };
+        side.as_ref()
             .is_some_and(|s| s.result.is_none() && s.capture.wants_bytes())
     }
 
@@ -258,29 +255,27 @@ impl Estimate {
         self.rest && self.binding.is_some()
     }
 
-    /// Request body bytes (decoded, for gRPC-Web-text).
-    pub fn request_bytes(&mut self, bytes: &[u8]) {
-        if let (Some(side), Some(b)) = (self.request.as_mut(), self.binding.as_ref()) {
-            feed(side, b, true, bytes);
+    /// Body bytes of one direction (decoded, for gRPC-Web-text).
+    pub fn bytes(&mut self, request: bool, bytes: &[u8]) {
+        let side = if request {
+            &mut self.request
+        } else {
+            &mut self.response
+        };
+        if let (Some(side), Some(binding)) = (side.as_mut(), self.binding.as_ref()) {
+            feed(side, binding, request, bytes);
         }
     }
 
-    /// Response body bytes (decoded, for gRPC-Web-text).
-    pub fn response_bytes(&mut self, bytes: &[u8]) {
-        if let (Some(side), Some(b)) = (self.response.as_mut(), self.binding.as_ref()) {
-            feed(side, b, false, bytes);
-        }
-    }
-
-    pub fn request_end(&mut self) {
-        if let (Some(side), Some(b)) = (self.request.as_mut(), self.binding.as_ref()) {
-            finish(side, b, true);
-        }
-    }
-
-    pub fn response_end(&mut self) {
-        if let (Some(side), Some(b)) = (self.response.as_mut(), self.binding.as_ref()) {
-            finish(side, b, false);
+    /// One direction ended.
+    pub fn end(&mut self, request: bool) {
+        let side = if request {
+            &mut self.request
+        } else {
+            &mut self.response
+        };
+        if let (Some(side), Some(binding)) = (side.as_mut(), self.binding.as_ref()) {
+            finish(side, binding, request);
         }
     }
 
