@@ -326,31 +326,25 @@ impl Config {
     }
 }
 
-fn parse_options(top: &Map<String, Value>) -> Result<Options, ConfigError> {
-    let mut options = Options::default();
-    match top.get("sample_rate") {
-        None | Some(Value::Null) => {}
+/// A rate field (`sample_rate`, `counterfactual_rate`): absent or `null`, or
+/// a number in [0, 1].
+fn rate_field(top: &Map<String, Value>, key: &str) -> Result<Option<f64>, ConfigError> {
+    match top.get(key) {
+        None | Some(Value::Null) => Ok(None),
         Some(v) => match v.as_f64() {
-            Some(r) if (0.0..=1.0).contains(&r) => options = options.with_sample_rate(r),
-            _ => {
-                return err(
-                    "sample_rate",
-                    format!("must be a number in [0, 1], got {v}"),
-                )
-            }
+            Some(r) if (0.0..=1.0).contains(&r) => Ok(Some(r)),
+            _ => err(key, format!("must be a number in [0, 1], got {v}")),
         },
     }
-    match top.get("counterfactual_rate") {
-        None | Some(Value::Null) => {}
-        Some(v) => match v.as_f64() {
-            Some(r) if (0.0..=1.0).contains(&r) => options = options.with_counterfactual_rate(r),
-            _ => {
-                return err(
-                    "counterfactual_rate",
-                    format!("must be a number in [0, 1], got {v}"),
-                )
-            }
-        },
+}
+
+fn parse_options(top: &Map<String, Value>) -> Result<Options, ConfigError> {
+    let mut options = Options::default();
+    if let Some(r) = rate_field(top, "sample_rate")? {
+        options = options.with_sample_rate(r);
+    }
+    if let Some(r) = rate_field(top, "counterfactual_rate")? {
+        options = options.with_counterfactual_rate(r);
     }
     match top.get("counterfactual_max_bytes") {
         None | Some(Value::Null) => {}
