@@ -1,7 +1,9 @@
-//! Percent-decoding of `grpc-message` values.
+//! Percent-decoding: of `grpc-message` values, and of URL path segments and
+//! query components (the counterfactual's REST bindings).
 //!
 //! gRPC percent-encodes the status message on the wire. Following the gRPC
-//! spec, invalid escapes are never an error: they are kept verbatim.
+//! spec, invalid escapes are never an error there: they are kept verbatim.
+//! A URL component with one does not bind (as Go's `url` package refuses it).
 
 use crate::json::cut_utf8;
 
@@ -46,9 +48,48 @@ pub fn decode_grpc_message(raw: &[u8], max: usize) -> String {
     cut_utf8(&s, max).to_string()
 }
 
+/// Decodes a URL path segment or query component (`+` as a space when
+/// `plus_is_space`, as in a query string); `None` for an invalid escape or
+/// invalid UTF-8.
+pub fn decode_url_component(raw: &[u8], plus_is_space: bool) -> Option<String> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        match raw[i] {
+            b'%' => {
+                let h = hex(*raw.get(i + 1)?)?;
+                let l = hex(*raw.get(i + 2)?)?;
+                out.push(h << 4 | l);
+                i += 3;
+                continue;
+            }
+            b'+' if plus_is_space => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn url_components() {
+        assert_eq!(
+            decode_url_component(b"a%20b+c", true).as_deref(),
+            Some("a b c")
+        );
+        assert_eq!(decode_url_component(b"a+b", false).as_deref(), Some("a+b"));
+        assert_eq!(
+            decode_url_component(b"%e2%82%AC", false).as_deref(),
+            Some("\u{20ac}")
+        );
+        assert_eq!(decode_url_component(b"50%", true), None);
+        assert_eq!(decode_url_component(b"%zz", true), None);
+        assert_eq!(decode_url_component(b"%ff", true), None);
+    }
 
     #[test]
     fn decodes() {

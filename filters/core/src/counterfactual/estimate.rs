@@ -5,8 +5,9 @@ use super::capture::Capture;
 use super::{
     json_body_size, proto_message_size, proto_message_size_of_protobuf, BodyField, Reason,
 };
-use crate::classify::Protocol;
+use crate::classify::{classify, Protocol};
 use crate::opmap::{strip_query, MessageTypes, OpMap};
+use crate::percent::decode_url_component;
 use prost_reflect::{DynamicMessage, Kind, MessageDescriptor};
 
 /// How one direction's payload is encoded, and so which size it yields.
@@ -98,13 +99,9 @@ fn is_json(content_type: Option<&[u8]>) -> bool {
         || (media.len() > 5 && media[media.len() - 5..].eq_ignore_ascii_case(b"+json"))
 }
 
+/// A protobuf body: the media type that makes a REST call `rest-proto`.
 fn is_protobuf(content_type: Option<&[u8]>) -> bool {
-    let Some(ct) = content_type else {
-        return false;
-    };
-    let media = ct.split(|&b| b == b';').next().unwrap_or(b"").trim_ascii();
-    media.eq_ignore_ascii_case(b"application/protobuf")
-        || media.eq_ignore_ascii_case(b"application/x-protobuf")
+    classify(content_type) == Protocol::RestProto
 }
 
 fn compressed(content_encoding: Option<&[u8]>) -> bool {
@@ -112,29 +109,6 @@ fn compressed(content_encoding: Option<&[u8]>) -> bool {
         let e = e.trim_ascii();
         !e.is_empty() && !e.eq_ignore_ascii_case(b"identity")
     })
-}
-
-/// Percent-decodes `s` (`+` as a space in query strings); `None` for an
-/// invalid escape or invalid UTF-8.
-fn percent_decode(s: &[u8], plus_is_space: bool) -> Option<String> {
-    let mut out = Vec::with_capacity(s.len());
-    let mut i = 0;
-    while i < s.len() {
-        match s[i] {
-            b'%' => {
-                let hex = |c: u8| (c as char).to_digit(16);
-                let hi = hex(*s.get(i + 1)?)?;
-                let lo = hex(*s.get(i + 2)?)?;
-                out.push((hi * 16 + lo) as u8);
-                i += 3;
-                continue;
-            }
-            b'+' if plus_is_space => out.push(b' '),
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).ok()
 }
 
 /// The request headers a counterfactual reads.
@@ -197,7 +171,7 @@ impl Estimate {
             if let Some(rule) = rule {
                 let path = strip_query(headers.path);
                 let mut bad = false;
-                rule.captures(path, |field, raw| match percent_decode(raw, false) {
+                rule.captures(path, |field, raw| match decode_url_component(raw, false) {
                     Some(v) => binding.bindings.push((field.to_string(), v)),
                     None => bad = true,
                 });
@@ -212,7 +186,7 @@ impl Estimate {
                             Some(i) => (&pair[..i], &pair[i + 1..]),
                             None => (pair, &b""[..]),
                         };
-                        match (percent_decode(k, true), percent_decode(v, true)) {
+                        match (decode_url_component(k, true), decode_url_component(v, true)) {
                             (Some(k), Some(v)) => binding.bindings.push((k, v)),
                             _ => bad = true,
                         }
@@ -398,12 +372,8 @@ fn size_of(
     };
     match encoding {
         Encoding::Frames => {
-            let path_fields: Vec<&str> = if request {
-                binding.path_fields.iter().map(String::as_str).collect()
-            } else {
-                Vec::new()
-            };
-            json_body_size(desc, payload, body, &path_fields)
+            let path_fields: &[String] = if request { &binding.path_fields } else { &[] };
+            json_body_size(desc, payload, body, path_fields)
         }
         Encoding::Json => {
             let bindings = if request {

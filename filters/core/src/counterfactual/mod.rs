@@ -151,7 +151,7 @@ pub fn json_body_size(
     desc: &MessageDescriptor,
     payload: &[u8],
     body: BodyField<'_>,
-    path_fields: &[&str],
+    path_fields: &[String],
 ) -> Result<u64, Reason> {
     let mut msg = DynamicMessage::decode(desc.clone(), payload).map_err(|_| Reason::Mismatch)?;
     match body {
