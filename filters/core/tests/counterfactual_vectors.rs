@@ -87,3 +87,64 @@ fn every_vector_sizes_exactly() {
         failures.join("\n")
     );
 }
+
+/// A rule whose `body` is one field (`body: "string_value"`): the JSON body
+/// is that field's value alone, as protojson prints it inside the message.
+#[test]
+fn a_one_field_body_is_the_value_alone() {
+    let (pool, cases) = vectors();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut checked = 0;
+    for case in &cases {
+        let (Some(ty), Some(bin), Some(json)) = (
+            case["type"].as_str(),
+            case["binary"].as_str(),
+            case["json"].as_str(),
+        ) else {
+            continue;
+        };
+        let desc = pool.get_message_by_name(ty).unwrap();
+        let printed: serde_json::Map<String, Value> = serde_json::from_str(json).unwrap();
+        for field in desc.fields() {
+            if field.is_list() || field.is_map() || field.containing_oneof().is_some() {
+                continue;
+            }
+            let Some(value) = printed.get(field.json_name()) else {
+                continue;
+            };
+            // The value's text as the vector prints it (it sits between
+            // `"name":` and the next comma or brace).
+            let key = format!("\"{}\":", field.json_name());
+            let at = json.find(&key).unwrap() + key.len();
+            let text = serde_json::Deserializer::from_str(&json[at..])
+                .into_iter::<Value>()
+                .next()
+                .unwrap()
+                .unwrap();
+            assert_eq!(&text, value);
+            let rest = &json[at..];
+            let mut de = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+            de.next();
+            let want = de.byte_offset() as u64;
+            let binary = b64.decode(bin).unwrap();
+            let got = json_body_size(&desc, &binary, BodyField::Field(field.name()), &[]);
+            assert_eq!(got, Ok(want), "{}: body {}", case["name"], field.name());
+            checked += 1;
+        }
+    }
+    assert!(checked >= 50, "only {checked} one-field bodies");
+    // At its default the value is not in the message's JSON, but the twin sends it.
+    let scalars = pool
+        .get_message_by_name("wirelens.test.whatif.Scalars")
+        .unwrap();
+    for (field, text) in [
+        ("int32_value", "0"),
+        ("int64_value", "\"0\""),
+        ("bool_value", "false"),
+        ("string_value", "\"\""),
+        ("double_value", "0"),
+    ] {
+        let got = json_body_size(&scalars, b"", BodyField::Field(field), &[]);
+        assert_eq!(got, Ok(text.len() as u64), "default {field}");
+    }
+}

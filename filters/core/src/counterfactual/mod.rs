@@ -181,19 +181,16 @@ pub fn json_body_size(
                     _ => Err(Reason::Mismatch),
                 };
             }
-            // A scalar or list body: a one-field message holding it, printed
-            // (with its default when unset: the twin still sends one), less
-            // the `{"jsonName":` … `}` around the value.
-            let set = parent.has_field(last);
+            // A scalar or list body: a one-field message holding it, printed,
+            // less the `{"jsonName":` … `}` around the value. A value at its
+            // default is not printed there, but the twin still sends it.
             let mut only = DynamicMessage::new(parent.descriptor());
             only.set_field(last, parent.get_field(last).into_owned());
-            let size = if set {
-                protojson::json_size(&only)
-            } else {
-                protojson::json_size_with_defaults(&only)
-            }
-            .ok_or(Reason::Mismatch)?;
-            Ok(size.saturating_sub(last.json_name().len() as u64 + 4))
+            let size = protojson::json_size(&only).ok_or(Reason::Mismatch)?;
+            Ok(match size.checked_sub(last.json_name().len() as u64 + 5) {
+                Some(value) if size > 2 => value,
+                _ => protojson::default_value_size(last),
+            })
         }
     }
 }

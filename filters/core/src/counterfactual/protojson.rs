@@ -17,7 +17,9 @@
 //! (Go prints `"NaN"`, `"Infinity"`, `"-Infinity"`; and `-0` where
 //! prost-reflect, re-encoding the wrapper, prints `0`).
 
-use prost_reflect::{DynamicMessage, Kind, ReflectMessage, SerializeOptions, Value};
+use prost_reflect::{
+    DynamicMessage, FieldDescriptor, Kind, ReflectMessage, SerializeOptions, Value,
+};
 use serde_json::ser::Formatter;
 use std::io;
 
@@ -141,10 +143,19 @@ pub fn json_size(message: &DynamicMessage) -> Option<u64> {
     json_size_with(message, &options())
 }
 
-/// As [`json_size`], with default values printed (a body bound to one
-/// field that is unset: the REST twin would still send its default).
-pub fn json_size_with_defaults(message: &DynamicMessage) -> Option<u64> {
-    json_size_with(message, &options().skip_default_fields(false))
+/// Bytes of a non-message field's default value as protojson prints it (a
+/// body bound to one field at its default: the twin still sends it).
+pub fn default_value_size(field: &FieldDescriptor) -> u64 {
+    if field.is_list() || field.is_map() {
+        return 2; // [] or {}
+    }
+    match field.kind() {
+        Kind::Bool => 5, // false
+        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 | Kind::Uint64 | Kind::Fixed64 => 3, // "0"
+        Kind::String | Kind::Bytes => 2, // ""
+        Kind::Enum(e) => e.get_value(0).map_or(1, |v| v.name().len() as u64 + 2), // "NAME", else 0
+        _ => 1,          // 0
+    }
 }
 
 fn json_size_with(message: &DynamicMessage, options: &SerializeOptions) -> Option<u64> {
