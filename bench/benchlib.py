@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from deploy.local import stack
+from wirelens_helpers.ports import free_ports  # noqa: F401
+
 ROOT = Path(__file__).resolve().parents[1]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import stack  # noqa: E402  (deploy/local/stack.py)
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -29,7 +30,6 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 # ------------------------------------------------------------------ ports
 
 # Loopback ports nobody listens on now (benchlib.free_ports, for the benchmarks).
-from wirelens_helpers.ports import free_ports  # noqa: E402, F401
 
 
 # ------------------------------------------------------------------ CPU accounting

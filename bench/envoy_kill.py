@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """How many calls does a SIGKILL of Envoy lose from its access-log buffer? (`make bench-envoy-kill`)
 
 Envoy's file access logger buffers lines and flushes them every
@@ -12,7 +11,7 @@ with the rows of the run in wirelens.requests (FINAL). Prints a table and
 writes build/bench/envoy_kill.json. Exit 0 whatever the numbers, 1 when
 something broke.
 
-    bench/envoy_kill.py [--flush-ms 10,200,1000] [--rate 400] [--repeat 2]
+    python -m bench.envoy_kill [--flush-ms 10,200,1000] [--rate 400] [--repeat 2]
 """
 
 from __future__ import annotations
@@ -30,11 +29,10 @@ from pathlib import Path
 
 import grpc
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import benchlib  # noqa: E402
-from benchlib import ROOT  # noqa: E402
+from bench import benchlib
+from bench.benchlib import ROOT
+from deploy.local import stack
 
-import stack  # noqa: E402
 
 JSON_OUT = ROOT / "build" / "bench" / "envoy_kill.json"
 HELLO_REQUEST = b"\x0a\x08wirelens"  # HelloRequest{name: "wirelens"}

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """What does the wirelens filter cost Envoy? (`make bench-filter`)
 
 Three Envoy configurations built from one shape, identical except the wasm
@@ -58,9 +57,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import benchlib  # noqa: E402
-from benchlib import ROOT, fmt_duration, median, spread  # noqa: E402
+from bench import benchlib
+from bench.benchlib import ROOT, fmt_duration, median, spread
+
 
 BUILD = ROOT / "build"
 OUT_DIR = BUILD / "bench"
@@ -193,7 +192,7 @@ def exporter_sections() -> dict:
     The attribute and span-tag list comes from render.RECORD_FIELDS, the one
     table production uses; the surrounding settings mirror the template.
     """
-    import render  # noqa: PLC0415
+    from envoy import render  # noqa: PLC0415
 
     fields = render.RECORD_FIELDS
     otel_service = {"envoy_grpc": {"cluster_name": "otel_collector"}, "timeout": "2s"}

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """How many instructions does wirelens add to a call, exporters included? (`make bench-instructions`)
 
 filter_cost.py measures Envoy's CPU time per call. On these shared 2-core
@@ -70,12 +69,11 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import benchlib  # noqa: E402
-import filter_cost as fc  # noqa: E402
-from benchlib import ROOT  # noqa: E402
+from bench import benchlib
+from bench import filter_cost as fc
+from bench.benchlib import ROOT
+from envoy import render  # the exporters as shipped: never copied here
 
-import render  # noqa: E402  (the exporters as shipped: never copied here)
 
 WORK_DIR = fc.OUT_DIR / "filter_instructions"
 JSON_OUT = fc.OUT_DIR / "filter_instructions.json"
@@ -779,7 +777,7 @@ def main(argv: list[str] | None = None) -> int:
     print_report(summary, args.loads, meta)
 
     if not args.no_memory and args.exporters != "off":
-        import stream_memory  # noqa: PLC0415
+        from bench import stream_memory  # noqa: PLC0415
         print("\n==> memory: one gRPC stream through Envoy natively (bench/stream_memory.py)", flush=True)
         wirelens = wasm_of.get("wirelens")
         if wirelens is None:

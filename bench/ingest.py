@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """What does one call cost the pipeline behind Envoy? Ingest CPU and disk per call.
 
 (`make bench`, section `ingest`; also `make bench-ingest`.)
@@ -26,7 +25,7 @@ Prints a table and the per-day disk at 10^4, 10^5 and 10^6 calls/s with the
 retention of each table; writes build/bench/ingest.json. Exit 0 whatever the
 numbers, 1 when something broke.
 
-    bench/ingest.py [--calls N] [--mixes mixed,rest,grpc] [--quick]
+    python -m bench.ingest [--calls N] [--mixes mixed,rest,grpc] [--quick]
 """
 
 from __future__ import annotations
@@ -44,12 +43,11 @@ import time
 import uuid
 from pathlib import Path
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import benchlib  # noqa: E402
-from benchlib import ROOT  # noqa: E402
+from bench import benchlib
+from bench.benchlib import ROOT
+from envoy import render  # the access-log line format
+from deploy.local import stack  # the components as shipped
 
-import render  # noqa: E402  (envoy/render.py: the access-log line format)
-import stack  # noqa: E402  (deploy/local/stack.py: the components as shipped)
 
 SHORT = render.record_short_names()  # the names the filter publishes the record under
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """How fast are the saved queries on a big table, and how does their time grow? (`make bench`, query-speed)
 
 Starts a scratch ClickHouse (the chdb-core engine, deploy/local/clickhouse_server.py)
@@ -33,7 +32,7 @@ keep-alive connections of ~100 calls, h2 connections of thousands) follow the
 protocol. CPU: cumulative process.cpu.time (user and system) of Envoy, the
 two services, the Collector and ClickHouse, one point a second.
 
-    bench/query_speed.py [--rows N] [--quick] [--only NAMES] [--clickhouse-url URL --skip-load]
+    python -m bench.query_speed [--rows N] [--quick] [--only NAMES] [--clickhouse-url URL --skip-load]
 """
 
 from __future__ import annotations
@@ -53,12 +52,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import benchlib  # noqa: E402
-from benchlib import ROOT  # noqa: E402
+from bench import benchlib
+from bench.benchlib import ROOT
+from wirelens_helpers import clickhouse  # ClickHouse over HTTP
+from deploy.local import stack  # split_sql, as `make up` applies the schema
 
-from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
-import stack  # noqa: E402  (deploy/local/stack.py: split_sql, as `make up` applies the schema)
 
 QUERIES = ROOT / "queries"
 OUT_DIR = ROOT / "build" / "bench"
@@ -252,10 +250,10 @@ class ScratchClickHouse:
     def start(self, timeout_s: float = 60.0) -> None:
         self.log_file = open(self.dir / "clickhouse.log", "w")
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "deploy" / "local" / "clickhouse_server.py"),
+            [sys.executable, "-m", "deploy.local.clickhouse_server",
              "--data-dir", str(self.dir / "data"), "--run-dir", str(self.dir),
              "--tcp-port", str(self.tcp_port), "--http-port", str(self.http_port)],
-            stdout=self.log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            stdout=self.log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT)
         deadline = time.monotonic() + timeout_s
         while True:
             try:

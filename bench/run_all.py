@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Run every wirelens benchmark, then print one summary screen (`make bench`).
 
 Each benchmark is a script in bench/ that prints its own progress and report
@@ -168,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n######## {bench.name} ({bench.script})", flush=True)
         start = time.monotonic()
         stale = bench.json.stat().st_mtime if bench.json.exists() else None
-        cmd = [sys.executable, str(HERE / bench.script)] + list(bench.quick_args if args.quick else bench.args)
+        cmd = [sys.executable, "-m", f"bench.{Path(bench.script).stem}"] + list(bench.quick_args if args.quick else bench.args)
         rc = subprocess.call(cmd, cwd=ROOT)
         if bench.json.exists() and bench.json.stat().st_mtime == stale:
             rc = rc or 1  # no fresh results

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A soak of the whole local stack under crashes (`make soak`, SOAK_MINUTES=N).
 
 Starts its own local stack on free ports (state in OUT/state), then for
@@ -22,7 +21,7 @@ writes OUT/soak.html (the table and a chart of RSS over time, in the style of
 the summary). Exit 0 when calls == rows, no duplicates, no call failed and
 every crash was recovered; 1 otherwise; 2 for bad arguments.
 
-    bench/soak.py [--minutes 10] [--rate 60] [--kill-every 20] [--out build/soak]
+    python -m bench.soak [--minutes 10] [--rate 60] [--kill-every 20] [--out build/soak]
 """
 
 from __future__ import annotations
@@ -41,11 +40,10 @@ import time
 import uuid
 from pathlib import Path
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-from benchlib import CLK_TCK, ROOT  # noqa: E402
+from bench.benchlib import CLK_TCK, ROOT
+from deploy.local import stack
+from wirelens_helpers.wait import WaitTimeout, wait_for
 
-import stack  # noqa: E402
-from wirelens_helpers.wait import WaitTimeout, wait_for  # noqa: E402
 
 LOADGEN = ROOT / "bin" / "loadgen"
 REPORT_CSS = ROOT / "cli" / "internal" / "report" / "report.css"

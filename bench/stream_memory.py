@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Does a 1 GiB gRPC stream through wirelens grow Envoy's memory? (part of `make bench-instructions`)
 
 Target (issue 16): one 1 GiB gRPC stream through the filter grows Envoy's
@@ -38,11 +37,11 @@ import threading
 import time
 from pathlib import Path
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import benchlib  # noqa: E402
-import filter_cost as fc  # noqa: E402
-import filter_instructions as fi  # noqa: E402
-from benchlib import ROOT  # noqa: E402
+from bench import benchlib
+from bench import filter_cost as fc
+from bench import filter_instructions as fi
+from bench.benchlib import ROOT
+
 
 WORK_DIR = fc.OUT_DIR / "stream_memory"
 JSON_OUT = fc.OUT_DIR / "stream_memory.json"

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The Collector gateway tier beside the local stack: gateway Collectors, one agent, logship sent to the agent.
 
     tier.py up [--gateways N]   start N gateway Collectors (collector/config.yaml) and one agent
@@ -30,9 +29,9 @@ import sys
 import time
 from pathlib import Path
 
+from deploy.local import stack
+
 ROOT = Path(__file__).resolve().parents[1]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import stack  # noqa: E402  (deploy/local/stack.py)
 
 GATEWAY_CONFIG = ROOT / "collector" / "config.yaml"
 AGENT_CONFIG = ROOT / "collector" / "agent.yaml"
@@ -103,7 +102,7 @@ def load(stack_settings: dict[str, str]) -> Tier:
     try:
         members = json.loads(_tier_file(stack_settings).read_text())
     except FileNotFoundError:
-        raise stack.StackError(f"no tier in {stack.state_dir(stack_settings)}: run `collector/tier.py up` first") from None
+        raise stack.StackError(f"no tier in {stack.state_dir(stack_settings)}: run `python -m collector.tier up` first") from None
     return Tier(stack_settings, {name: {**stack_settings, **own} for name, own in members.items()})
 
 
@@ -239,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = stack.load_settings()
         if args.command == "up":
             if _tier_file(settings).exists():
-                raise stack.StackError(f"a tier is already up ({_tier_file(settings)}): `collector/tier.py status`")
+                raise stack.StackError(f"a tier is already up ({_tier_file(settings)}): `python -m collector.tier status`")
             up(plan(settings, args.gateways, stack.free_ports(3 * (args.gateways + 1))))
         elif args.command == "down":
             down(load(settings))

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """wirelens inject: add the wirelens filter to an Envoy config you already run.
 
     wirelens inject envoy.yaml > envoy-wirelens.yaml          add wirelens to every HTTP connection manager
@@ -48,10 +47,10 @@ from typing import Any, Iterator
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from proto import opmap  # one operation-map code path for ours and yours
+from envoy import render  # the record's access-log attributes and span tags
+
 HERE = Path(__file__).resolve().parent
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import opmap  # noqa: E402  (proto/opmap.py: one operation-map code path for ours and yours)
-import render  # noqa: E402  (envoy/render.py: the record's access-log attributes and span tags)
 
 FILTER_NAME = "wirelens"
 TRANSCODED_FILTER_NAME = "wirelens_transcoded"

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Render envoy/envoy.yaml.tmpl into a runnable Envoy config.
 
 The record the wirelens filter publishes (filter state `wasm.wirelens.*`) is
@@ -94,8 +93,7 @@ def record_short_names() -> dict[str, str]:
     it); for fixtures that play the filter's part (bench/ingest.py, tests) and
     the Collector config check.
     """
-    import wirelens_helpers  # noqa: F401, PLC0415  (programs by module name)
-    import recordgen  # noqa: PLC0415  (filters/recordgen.py)
+    from filters import recordgen  # noqa: PLC0415  (imported on use: the record's generator reads YAML)
 
     return recordgen.short_names()
 

@@ -14,10 +14,10 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-from wirelens_helpers.settings import clickhouse_url  # noqa: E402
-from experiment_tables import fnum, table  # noqa: E402
-from scenario_runs import LOADGEN, ROOT, ExperimentError, per_run, wait_for_rows  # noqa: E402
+from wirelens_helpers.settings import clickhouse_url
+from experiments.experiment_tables import fnum, table
+from experiments.scenario_runs import LOADGEN, ROOT, ExperimentError, per_run, wait_for_rows
+
 
 GHZ = ROOT / "bin" / "ghz"
 PROTOSET = ROOT / "build" / "proto" / "wirelens.pb"

@@ -9,10 +9,9 @@ import platform
 import subprocess
 from pathlib import Path
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import crosscheck  # noqa: E402
-from experiment_sections import RENDER  # noqa: E402
-from experiment_tables import fnum, table  # noqa: E402
+from experiments import crosscheck
+from experiments.experiment_sections import RENDER
+from experiments.experiment_tables import fnum, table
 
 
 def machine() -> dict:

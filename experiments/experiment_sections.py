@@ -10,8 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-from experiment_tables import fnum, fratio, ms, ratio, table  # noqa: E402
+from experiments.experiment_tables import fnum, fratio, ms, ratio, table
 
 
 HEADERS = {

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Reproduce the five reference experiments (E1-E5) on the local stack and write one report.
 
     experiments.py            quick size (each experiment well under a minute) -> build/experiments/quick.md
@@ -31,14 +30,13 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
-import crosscheck  # noqa: E402
-import experiment_report  # noqa: E402
-import scenario_runs  # noqa: E402
-import stack  # noqa: E402
-import stacks  # noqa: E402  (protocol versus stack: its section of docs/experiments.md)
-from scenario_runs import ExperimentError  # noqa: E402
+from wirelens_helpers import clickhouse  # ClickHouse over HTTP
+from experiments import crosscheck
+from experiments import experiment_report
+from experiments import scenario_runs
+from deploy.local import stack
+from experiments import stacks  # protocol versus stack: its section of docs/experiments.md
+from experiments.scenario_runs import ExperimentError
 
 
 def default_out(size: str) -> Path:

@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
-from wirelens_helpers.settings import clickhouse_url  # noqa: E402
-import stack  # noqa: E402
+from wirelens_helpers import clickhouse  # ClickHouse over HTTP
+from wirelens_helpers.settings import clickhouse_url
+from deploy.local import stack
+
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Protocol or framework? The reference experiments per stack, measured at the proxy (issue 20).
 
     stacks.py --stacks all              E1 and E2 on every stack that serves them -> build/experiments/stacks-quick.md
@@ -40,14 +39,14 @@ import time
 import uuid
 from pathlib import Path
 
+from experiments import scenario_runs as runs  # the experiments' steps, one loadgen run each
+from deploy.local import stack
+from wirelens_helpers import clickhouse  # ClickHouse over HTTP
+from wirelens_helpers.settings import clickhouse_url
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import scenario_runs as runs  # noqa: E402  (the experiments' steps, one loadgen run each)
-import stack  # noqa: E402
 
-from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
-from wirelens_helpers.settings import clickhouse_url  # noqa: E402
 
 # What each stack serves, per experiment (the seed's stack first in SEED).
 SERVES = {

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Generate every copy of the wirelens record from its one definition, filters/record.yaml.
 
 As the OpenTelemetry Collector's mdatagen generates a component from its
@@ -17,9 +16,9 @@ the rest of each file is hand-written. filters/core/src/record.rs writes the
 fields (the conditions are code, not data); a native test there holds its keys
 to KEYS.
 
-    filters/recordgen.py            write every generated part that changed
-    filters/recordgen.py --check    exit 1 naming each out-of-date file and its first differing line
-    filters/recordgen.py --root DIR the same on a copy of the checkout (tests)
+    python -m filters.recordgen            write every generated part that changed
+    python -m filters.recordgen --check    exit 1 naming each out-of-date file and its first differing line
+    python -m filters.recordgen --root DIR the same on a copy of the checkout (tests)
 
 Reading the table (load(), short_names()) is for the programs that play the
 filter's part too: envoy/render.py record_short_names(), bench/ingest.py, tests.

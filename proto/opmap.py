@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Writes the wirelens filter's operation map from a protobuf descriptor set.
 
 Usage: opmap.py DESCRIPTOR_SET [-o OUT] [--no-descriptors]   (OUT defaults to stdout)

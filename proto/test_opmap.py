@@ -12,8 +12,8 @@ import pytest
 from google.api import annotations_pb2, http_pb2
 from google.protobuf import descriptor_pb2, descriptor_pool
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import opmap  # noqa: E402
+from proto import opmap
+
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

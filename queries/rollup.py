@@ -1,11 +1,10 @@
-#!/usr/bin/env python3
 """Check or rebuild the rollups (wirelens.requests_by_minute, _by_second) from the raw calls.
 
 The rollups are fed at insert time, so a record the pipeline re-sent after a
 failure is counted twice there while the raw table's FINAL keeps it once.
 
-    queries/rollup.py check   [--since 1d]          rollup calls vs raw FINAL, per day
-    queries/rollup.py rebuild --day 2026-11-25      recompute one day from wirelens.requests FINAL
+    python -m queries.rollup check   [--since 1d]          rollup calls vs raw FINAL, per day
+    python -m queries.rollup rebuild --day 2026-11-25      recompute one day from wirelens.requests FINAL
 
 `rebuild` fills a staging table per rollup with its materialized view's own
 SELECT (queries/schema/004_rollups.sql, read from that file: one
@@ -24,9 +23,9 @@ import re
 import sys
 from pathlib import Path
 
+from wirelens_helpers import clickhouse  # ClickHouse over HTTP
+
 QUERIES = Path(__file__).resolve().parent
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
 
 ROLLUP_DDL = QUERIES / "schema" / "004_rollups.sql"
 # rollup table -> the materialized view that fills it

@@ -1,10 +1,9 @@
-#!/usr/bin/env python3
 """Run one saved query from queries/*.sql: a thin wrapper of `bin/wirelens query`.
 
-    queries/saved.py latency_bytes_by_operation --since 1h [--run-id ID] [--format PrettyCompact]
-    queries/saved.py compare_protocols --param operation=catalog.GetProduct \
+    python -m queries.saved latency_bytes_by_operation --since 1h [--run-id ID] [--format PrettyCompact]
+    python -m queries.saved compare_protocols --param operation=catalog.GetProduct \
         --param protocol_a=rest --param protocol_b=grpc [--param resamples=200]
-    queries/saved.py what_if_protocol --run-id ID [--param resamples=200]
+    python -m queries.saved what_if_protocol --run-id ID [--param resamples=200]
 
 The runner is the Go CLI's (cli/internal/report: parameters from the
 window and --param, passed as ClickHouse query parameters, never spliced);

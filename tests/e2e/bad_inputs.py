@@ -1,7 +1,7 @@
 """The broken and hostile inputs of the bad-input suite, as data.
 
 One list, two users: tests/e2e/test_bad_input.py sends every case to the real
-Envoy of the local stack, and filters/fuzz/make-seeds.py writes the same bytes
+Envoy of the local stack, and filters/fuzz/make_seeds.py writes the same bytes
 into the filter core's fuzz corpus (filters/fuzz/corpus/<target>/bad_<id>).
 Nothing here talks to a network.
 

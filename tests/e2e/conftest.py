@@ -12,14 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from deploy.local import stack
+from wirelens_helpers.ports import free_ports  # noqa: F401  (the tests import it from here)
+
 ROOT = Path(__file__).resolve().parents[2]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import stack  # noqa: E402
 
 ARTIFACTS = ROOT / "test-artifacts"
-
-
-from wirelens_helpers.ports import free_ports  # noqa: E402, F401  (the tests import it from here)
 
 
 def jaeger_trace(jaeger: str, trace_id: str) -> dict | None:

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, rows, stack, stack_on_free_ports
-from test_zero_loss import SteadyTraffic, counts
+from tests.e2e.conftest import ROOT, rows, stack, stack_on_free_ports
+from tests.e2e.test_zero_loss import SteadyTraffic, counts
 from wirelens_helpers.wait import wait_for
 
 ROTATE_BYTES = 32 << 10

@@ -76,7 +76,7 @@ bytes are in bad_inputs.py). "no row" = refused by Envoy before the filter.
     h1_tls_hello_on_cleartext           no row: not HTTP; Envoy's codec answers 400
 
 The same inputs are seeds of the filter core's fuzz corpus
-(filters/fuzz/make-seeds.py writes filters/fuzz/corpus/*/bad_<id>).
+(filters/fuzz/make_seeds.py writes filters/fuzz/corpus/*/bad_<id>).
 """
 
 from __future__ import annotations
@@ -102,9 +102,9 @@ import h2.exceptions
 import h2.settings
 import pytest
 
-import bad_inputs
-from bad_inputs import CASES, RUN_PLACEHOLDER, BadInput
-from conftest import stack
+from tests.e2e import bad_inputs
+from tests.e2e.bad_inputs import CASES, RUN_PLACEHOLDER, BadInput
+from tests.e2e.conftest import stack
 
 assert all(f"\n    {c.id} " in __doc__ for c in CASES), "every case is in the table above"
 

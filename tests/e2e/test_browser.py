@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ARTIFACTS, ROOT, rows
+from tests.e2e.conftest import ARTIFACTS, ROOT, rows
 from wirelens_helpers.wait import wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")

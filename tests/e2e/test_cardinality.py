@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ARTIFACTS, ROOT, rows, stack, stack_on_free_ports
+from tests.e2e.conftest import ARTIFACTS, ROOT, rows, stack, stack_on_free_ports
 
 PATHFLOOD = ROOT / "bin" / "pathflood"
 WIRELENS = ROOT / "bin" / "wirelens"

@@ -1,6 +1,6 @@
 """wirelens on a ClickHouse cluster: two shards of engine processes on loopback, against one node.
 
-Two chdb-core engine processes (deploy/clickhouse-cluster/cluster.py) form the
+Two chdb-core engine processes (deploy/clickhouse_cluster/cluster.py) form the
 cluster 'wirelens' (one remote_servers, macros); a third process is a single
 node with the standard schema. The cluster gets the cluster schema the way
 the stack applies it (stack.apply_schema with WIRELENS_CLICKHOUSE_CLUSTER),
@@ -34,13 +34,13 @@ from pathlib import Path
 
 import pytest
 
+from queries.schema.cluster import cluster_schema
+from wirelens_helpers import clickhouse  # ClickHouse over HTTP
+from deploy.local import stack
+from bench.query_speed import OTEL_LOGS_STANDIN  # what the exporter creates: the columns the view reads
+from deploy.clickhouse_cluster.cluster import ClusterError, LocalCluster, query
+
 ROOT = Path(__file__).resolve().parents[2]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import cluster_schema  # noqa: E402
-from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
-import stack  # noqa: E402
-from query_speed import OTEL_LOGS_STANDIN  # noqa: E402  (what the exporter creates: the columns the view reads)
-from cluster import ClusterError, LocalCluster, query  # noqa: E402
 
 CLUSTER = "wirelens"
 CALLS = 20_000

@@ -28,12 +28,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ARTIFACTS, free_ports, rows, stack
-from test_zero_loss import SteadyTraffic, counts
+from tests.e2e.conftest import ARTIFACTS, free_ports, rows, stack
+from tests.e2e.test_zero_loss import SteadyTraffic, counts
 from wirelens_helpers.wait import wait_for
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import tier as collector_tier  # noqa: E402  (collector/tier.py)
+from collector import tier as collector_tier
+
 
 GATEWAYS = 2
 OUTAGE_S = 5.0

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ROOT
+from tests.e2e.conftest import ROOT
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import crosscheck  # noqa: E402  (experiments/crosscheck.py)
+from experiments import crosscheck
+
 
 CALLS, RATE = 300, 150
 

@@ -7,10 +7,10 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, stack
+from tests.e2e.conftest import ROOT, stack
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import render  # noqa: E402
+from envoy import render
+
 
 WASM = ROOT / "build" / "wirelens_filter.wasm"
 DESCRIPTORS = ROOT / "build" / "proto" / "wirelens.pb"

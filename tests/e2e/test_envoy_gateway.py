@@ -1,7 +1,7 @@
 """End to end: wirelens in Envoy Gateway v1.9.1, run standalone next to the local stack.
 
 Envoy Gateway (bin/envoy-gateway, built from its Go module) reads the
-resources deploy/envoy-gateway/manifests.py renders (Gateway API routes,
+resources deploy/envoy_gateway/manifests.py renders (Gateway API routes,
 Backends, the EnvoyExtensionPolicy with the wirelens wasm, the EnvoyProxy
 telemetry) from a directory it watches, and runs the project's Envoy 1.40
 itself (Host infrastructure). Known calls of every protocol go through the
@@ -21,14 +21,14 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from conftest import ARTIFACTS, free_ports, rows, stack
+from tests.e2e.conftest import ARTIFACTS, free_ports, rows, stack
 from wirelens_helpers.wait import wait_for
-from test_inject import call, check_rows_and_spans
-from test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REPLY, counts_by_protocol, traceparent
+from tests.e2e.test_inject import call, check_rows_and_spans
+from tests.e2e.test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REPLY, counts_by_protocol, traceparent
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import gateway  # noqa: E402  (deploy/envoy-gateway/gateway.py)
-import manifests  # noqa: E402  (deploy/envoy-gateway/manifests.py)
+from deploy.envoy_gateway import gateway
+from deploy.envoy_gateway import manifests
+
 
 PROTOCOLS = ("rest", "rest-proto", "grpc", "grpc-web", "grpc-web-text")
 CALLS_PER_PROTOCOL = 3

@@ -14,11 +14,11 @@ import json
 import re
 
 
-from conftest import stack
+from tests.e2e.conftest import stack
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import experiments  # noqa: E402
-import scenario_runs  # noqa: E402
+from experiments import experiments
+from experiments import scenario_runs
+
 
 # Steps per experiment in the quick size (experiments/scenarios/*.json): the report must list each.
 QUICK_STEPS = {"e1": 2, "e2": 4, "e3": 10, "e4": 18, "e5": 5}

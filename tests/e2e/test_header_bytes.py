@@ -45,7 +45,7 @@ import h2.events
 import pytest
 from hyperframe.frame import ContinuationFrame, DataFrame, Frame, HeadersFrame
 
-from conftest import stack, stack_on_free_ports
+from tests.e2e.conftest import stack, stack_on_free_ports
 from wirelens_helpers.wait import wait_for
 
 # What the connection manager adds before the filter: x-request-id (a UUID's

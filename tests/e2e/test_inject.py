@@ -35,13 +35,14 @@ from pathlib import Path
 import grpc
 import pytest
 
-from conftest import ROOT, free_ports, jaeger_trace, rows, stack
+from tests.e2e.conftest import ROOT, free_ports, jaeger_trace, rows, stack
 from wirelens_helpers.wait import wait_for
-from test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REQUEST, grpc_frame, traceparent, varint
+from tests.e2e.test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REQUEST, grpc_frame, traceparent, varint
+from wirelens_helpers import programs
 
 USER_CONFIGS = ROOT / "tests" / "e2e" / "user_configs"
 CASES = json.loads((USER_CONFIGS / "cases.json").read_text())
-INJECT = [sys.executable, str(ROOT / "envoy" / "inject.py")]
+INJECT = programs.command("envoy.inject")  # run with env=programs.environment(): from any directory
 DESCRIPTORS = ROOT / "build" / "proto" / "wirelens.pb"
 WASM = ROOT / "build" / "wirelens_filter.wasm"
 # Headers that differ between any two responses, with or without wirelens.
@@ -223,7 +224,7 @@ def test_injected_user_config_measures_every_call_and_changes_nothing(local_stac
     descriptor = [] if case["name"] == "grpc-json-transcoder" else ["--descriptor-set", str(DESCRIPTORS)]
     result = subprocess.run([*INJECT, str(users), "-o", str(injected), "--wasm", str(WASM), *descriptor,
                              "--collector", f"127.0.0.1:{settings['WIRELENS_COLLECTOR_OTLP_PORT']}"],
-                            capture_output=True, text=True, timeout=60)
+                            env=programs.environment(), capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     listener_names = {listener["name"] for listener in case["listeners"]}
     assert all(f'listener "{name}"' in result.stderr for name in listener_names), result.stderr
@@ -254,7 +255,7 @@ def test_injected_user_config_measures_every_call_and_changes_nothing(local_stac
         for envoy in envoys:
             envoy.stop()
 
-    removed = subprocess.run([*INJECT, "--remove", str(injected)], capture_output=True, text=True, timeout=60)
+    removed = subprocess.run([*INJECT, "--remove", str(injected)], env=programs.environment(), capture_output=True, text=True, timeout=60)
     assert removed.returncode == 0, removed.stderr
     assert removed.stdout == users.read_text(), "--remove did not give back the original file"
 
@@ -326,7 +327,7 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, tm
     # Start without an operation map: REST calls are the operation "unknown" until the map arrives.
     result = subprocess.run([*INJECT, str(users), "-o", str(injected), "--wasm", str(WASM), "--ecds-dir", str(ecds),
                              "--collector", f"127.0.0.1:{settings['WIRELENS_COLLECTOR_OTLP_PORT']}"],
-                            capture_output=True, text=True, timeout=60)
+                            env=programs.environment(), capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     validate(injected, ())
     reload_stat = "extension_config_discovery.http_filter.wirelens.config_reload"
@@ -346,7 +347,7 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, tm
     def update(*flags: str) -> str:
         reloads = envoy.stat(reload_stat)
         done = subprocess.run([*INJECT, "--update-ecds", "--ecds-dir", str(ecds), *flags],
-                              capture_output=True, text=True, timeout=60)
+                              env=programs.environment(), capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         # The known point: Envoy has taken the new resource.
         wait_for(f"{reload_stat} > {reloads} after --update-ecds {' '.join(flags)}", lambda: envoy.stat(reload_stat),

@@ -25,8 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ARTIFACTS, ROOT, jaeger_trace, rows, stack, stack_on_free_ports
+from tests.e2e.conftest import ARTIFACTS, ROOT, jaeger_trace, rows, stack, stack_on_free_ports
 from wirelens_helpers.wait import wait_for
+from wirelens_helpers import programs
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCRIPT = Path(__file__).with_name("jaeger_ui.mjs")
@@ -237,8 +238,8 @@ def test_report_and_trace_command_link_each_row_to_its_trace_in_the_ui(calls, tm
 def test_demo_prints_ui_links_that_open(calls):
     """`make demo`'s output: one UI link per protocol to its call's trace, and a search link for its run."""
     settings, jaeger = calls["settings"], calls["jaeger"]
-    demo = subprocess.run([sys.executable, str(ROOT / "deploy" / "local" / "demo.py"), "--calls", "2"],
-                          capture_output=True, text=True, timeout=300, env={**os.environ, **settings})
+    demo = subprocess.run(programs.command("deploy.local.demo", "--calls", "2"),
+                          capture_output=True, text=True, timeout=300, env=programs.environment({**os.environ, **settings}))
     assert demo.returncode == 0, demo.stdout + demo.stderr
     (ARTIFACTS / "jaeger-ui-demo.txt").write_text(demo.stdout + demo.stderr)
     links = dict(re.findall(rf"^\s+(rest|rest-transcoded|grpc|grpc-web|grpc-web-text)\s+({re.escape(jaeger)}/trace/[0-9a-f]{{32}})$",

@@ -15,9 +15,9 @@ import uuid
 
 import grpc
 
-from conftest import ROOT, rows
+from tests.e2e.conftest import ROOT, rows
 from wirelens_helpers.wait import wait_for
-from test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REPLY, REST_REQUEST, STACK_HEADER, protocols_for
+from tests.e2e.test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REPLY, REST_REQUEST, STACK_HEADER, protocols_for
 
 CALLS = 3
 # E2, E3 and E4's operations (the JVM pair serves these), each with its loadgen flags.

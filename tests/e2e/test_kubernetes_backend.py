@@ -25,14 +25,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import free_ports
+from tests.e2e.conftest import free_ports
 from wirelens_helpers import clickhouse
 from wirelens_helpers.wait import wait_for
 
+from envoy import render  # the short names the filter publishes the record under
+from wirelens_helpers import programs
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "bin"
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import render  # noqa: E402  (the short names the filter publishes the record under)
 DEADLINE_S = 60
 
 # The stock users.xml of the clickhouse/clickhouse-server image, in short: the
@@ -56,8 +57,7 @@ CLIENT_STANDIN = """#!{python}
 # clickhouse-client stand-in for the schema script: --query or --multiquery
 # (statements on stdin) over ClickHouse's HTTP interface.
 import argparse, sys
-import wirelens_helpers  # the checkout's programs by module name
-import stack
+from deploy.local import stack
 from wirelens_helpers.clickhouse import QueryError, post
 p = argparse.ArgumentParser()
 p.add_argument("--host"); p.add_argument("--port"); p.add_argument("--query"); p.add_argument("--multiquery", action="store_true")
@@ -131,9 +131,8 @@ def test_cluster_configs_carry_a_record_into_wirelens_requests(tmp_path, process
     log = tmp_path / "clickhouse.log"
     logs.append(log)
     processes.append(subprocess.Popen(
-        [sys.executable, str(ROOT / "deploy" / "local" / "clickhouse_server.py"), "--engine",
-         "--data-dir", str(run_dir / "data")],
-        cwd=run_dir, env={**os.environ, **ch_env}, stdout=log.open("w"), stderr=subprocess.STDOUT,
+        programs.command("deploy.local.clickhouse_server", "--engine", "--data-dir", str(run_dir / "data")),
+        cwd=run_dir, env=programs.environment({**os.environ, **ch_env}), stdout=log.open("w"), stderr=subprocess.STDOUT,
         start_new_session=True))
     wait_for_it("ClickHouse answers", lambda: query("SELECT 1").strip() == "1")
     assert query("SELECT currentUser()", user="collector", password=password).strip() == "collector"
@@ -193,6 +192,7 @@ def test_cluster_configs_carry_a_record_into_wirelens_requests(tmp_path, process
     processes.append(subprocess.Popen(
         ["bash", str(script)], stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
         env={**clean, "PATH": f"{standin.parent}:{os.environ['PATH']}", "WIRELENS_SCHEMA_DIR": str(schema_dir),
+             "PYTHONPATH": str(ROOT),  # the stand-in imports deploy.local.stack
              "WIRELENS_CLICKHOUSE_TCP_PORT": str(tcp_port), "WIRELENS_REQUESTS_TTL_DAYS": "7"}))
     wait_for_it("the schema script applies queries/schema", lambda: "schema: applied" in log.read_text())
     assert "toIntervalDay(7)" in query("SHOW CREATE TABLE wirelens.requests")

@@ -50,10 +50,10 @@ import uuid
 import grpc
 import pytest
 
-from conftest import rows, stack_on_free_ports
+from tests.e2e.conftest import rows, stack_on_free_ports
 from wirelens_helpers.wait import wait_for
-from test_inject import call
-from test_local_stack import grpc_frame, proto_string_field, traceparent
+from tests.e2e.test_inject import call
+from tests.e2e.test_local_stack import grpc_frame, proto_string_field, traceparent
 
 HOLDS_MS = (0, 150, 400)
 PAUSE_MS = 500

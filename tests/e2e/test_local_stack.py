@@ -17,7 +17,7 @@ import uuid
 import grpc
 import pytest
 
-from conftest import ROOT, jaeger_trace, rows
+from tests.e2e.conftest import ROOT, jaeger_trace, rows
 from wirelens_helpers.wait import wait_for
 
 N_CALLS = 40

@@ -17,9 +17,10 @@ import urllib.request
 from pathlib import Path
 
 
-from conftest import ROOT, stack
+from tests.e2e.conftest import ROOT, stack
 
-import clickhouse_users  # noqa: E402  (deploy/local, on the path through conftest)
+from deploy.local import clickhouse_users  # deploy/local, on the path through conftest
+from wirelens_helpers import programs
 
 
 def credentials(settings) -> dict[str, str]:
@@ -115,8 +116,8 @@ def test_report_and_saved_queries_run_as_the_reporter(local_stack):
     report = subprocess.run([str(ROOT / "bin" / "wirelens"), "report", "--since", "10m", "--clickhouse-url", url,
                              "--format", "tsv"], env=env, capture_output=True, text=True, timeout=180)
     assert report.returncode == 0 and "ERROR" not in report.stdout, report.stdout[-2000:] + report.stderr[-2000:]
-    saved_query = subprocess.run([sys.executable, str(ROOT / "queries" / "saved.py"), "errors_by_status",
-                                  "--since", "10m", "--clickhouse-url", url], env=env, capture_output=True,
+    saved_query = subprocess.run([*programs.command("queries.saved"), "errors_by_status",
+                                  "--since", "10m", "--clickhouse-url", url], env=programs.environment(env), capture_output=True,
                                  text=True, timeout=60)
     assert saved_query.returncode == 0, saved_query.stderr
     # The same with a wrong password: refused, and the error says so.

@@ -14,7 +14,7 @@ import subprocess
 import uuid
 
 
-from conftest import ROOT, rows, stack
+from tests.e2e.conftest import ROOT, rows, stack
 from wirelens_helpers.wait import wait_for
 
 SERVICES = ("envoy", "rest-service", "grpc-service", "collector")

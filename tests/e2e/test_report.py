@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ARTIFACTS, ROOT, free_ports, stack
+from tests.e2e.conftest import ARTIFACTS, ROOT, free_ports, stack
 from wirelens_helpers.wait import wait_for
 
 WIRELENS = ROOT / "bin" / "wirelens"

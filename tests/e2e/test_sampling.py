@@ -39,10 +39,11 @@ from collections import Counter, defaultdict
 import grpc
 import pytest
 
-from conftest import ROOT, rows, stack
+from tests.e2e.conftest import ROOT, rows, stack
 from wirelens_helpers.wait import wait_for
 
-from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
+from wirelens_helpers import clickhouse  # ClickHouse over HTTP
+
 
 RATE = 0.1
 CHECKS = 11                # the statistical checks below: 2 protocols, 4 operation cells, 2 error cells,

@@ -26,7 +26,7 @@ import uuid
 import grpc
 import pytest
 
-from conftest import rows, stack
+from tests.e2e.conftest import rows, stack
 from wirelens_helpers.wait import wait_for
 
 SYSTEM_DATABASES = ("system", "INFORMATION_SCHEMA", "information_schema")

@@ -12,7 +12,8 @@ import shutil
 import subprocess
 import sys
 
-from conftest import ARTIFACTS, ROOT
+from tests.e2e.conftest import ARTIFACTS, ROOT
+from wirelens_helpers import programs
 
 MINUTES = 2
 KILLED = {"collector", "logship", "clickhouse"}
@@ -26,8 +27,8 @@ RSS_FLOOR_MIB = 64  # below this a process is still starting up: compare against
 
 def test_two_minute_soak_every_call_one_row_every_crash_recovered(tmp_path):
     out = tmp_path / "soak"
-    result = subprocess.run([sys.executable, str(ROOT / "bench" / "soak.py"), "--minutes", str(MINUTES),
-                             "--out", str(out)], capture_output=True, text=True, timeout=MINUTES * 60 + 600)
+    result = subprocess.run(programs.command("bench.soak", "--minutes", str(MINUTES), "--out", str(out)),
+                            cwd=ROOT, capture_output=True, text=True, timeout=MINUTES * 60 + 600)
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "soak.txt").write_text(result.stdout + result.stderr)
     for name in ("soak.html", "soak.json"):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import stacks  # noqa: E402  (experiments/stacks.py)
+from experiments import stacks
+
 
 EXPERIMENT = {"math.CalculateFactorial": "e1", "hello.SayHello": "e2", "hello.SayHelloBig": "e2",
               "people.Register": "e3", "catalog.GetProduct": "e4", "catalog.ListProducts": "e4"}

@@ -34,7 +34,7 @@ import uuid
 import grpc
 import pytest
 
-from conftest import ARTIFACTS, ROOT, rows, stack_on_free_ports
+from tests.e2e.conftest import ARTIFACTS, ROOT, rows, stack_on_free_ports
 from wirelens_helpers.wait import wait_for
 
 WIRELENS = ROOT / "bin" / "wirelens"

@@ -25,7 +25,7 @@ import json
 import subprocess
 import uuid
 
-from conftest import ROOT, rows
+from tests.e2e.conftest import ROOT, rows
 from wirelens_helpers.wait import wait_for
 
 CALLS = 12

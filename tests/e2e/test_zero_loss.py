@@ -41,11 +41,11 @@ import grpc
 import pytest
 from ruamel.yaml import YAML
 
-from conftest import ROOT, rows, stack
+from tests.e2e.conftest import ROOT, rows, stack
 from wirelens_helpers.wait import wait_for
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import render  # noqa: E402
+from envoy import render
+
 
 HELLO_REQUEST = b"\x0a\x08wirelens"  # HelloRequest{name: "wirelens"}
 REST_REQUEST = b'{"name":"wirelens"}'

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Every config wirelens renders, from fixed inputs: the goldens of tests/unit/test_rendered_goldens.py.
 
     rendered()   name -> text: the local template (envoy/render.py), inject's
@@ -12,8 +11,8 @@ the wasm module is a small file of fixed bytes, ports are fixed numbers, and
 machine paths are written as @ROOT@ (the checkout) and @TMP@ (a scratch
 directory).
 
-    python tests/unit/rendered_goldens.py            compare with the goldens (exit 1 on a difference)
-    python tests/unit/rendered_goldens.py --update   rewrite the goldens
+    python -m tests.unit.rendered_goldens            compare with the goldens (exit 1 on a difference)
+    python -m tests.unit.rendered_goldens --update   rewrite the goldens
 """
 
 from __future__ import annotations
@@ -28,22 +27,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+from envoy import inject
+from deploy.envoy_gateway import manifests
+from deploy.istio import render as istio_render
+from envoy import render as envoy_render
+
 ROOT = Path(__file__).resolve().parents[2]
 GOLDENS = ROOT / "tests" / "unit" / "goldens" / "rendered"
 INPUTS = GOLDENS / "inputs"
 USER_CONFIGS = ROOT / "tests" / "e2e" / "user_configs"
-
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name)
-import inject  # noqa: E402  (envoy/inject.py)
-import manifests  # noqa: E402  (deploy/envoy-gateway/manifests.py)
-import render as envoy_render  # noqa: E402  (envoy/render.py)
-
-# deploy/istio/render.py has the same module name as envoy/render.py: loaded by path.
-import importlib.util  # noqa: E402
-
-_spec = importlib.util.spec_from_file_location("istio_render", ROOT / "deploy" / "istio" / "render.py")
-istio_render = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(istio_render)
 
 WASM_BYTES = b"\x00asm\x01\x00\x00\x00"  # a fixed module: inject copies it by digest for ECDS
 PORTS = {name: str(20000 + i) for i, name in enumerate(envoy_render.PORT_VARIABLES)}
@@ -160,7 +152,7 @@ def injected(s: Scratch) -> dict[str, str]:
 
 
 def envoy_gateway(s: Scratch) -> dict[str, str]:
-    """deploy/envoy-gateway/manifests.py's files, standalone and for a cluster, and Envoy Gateway's own config."""
+    """deploy/envoy_gateway/manifests.py's files, standalone and for a cluster, and Envoy Gateway's own config."""
     plugin_config = json.loads(opmap_text())
     base = dict(gateway_port=21000, rest_port=21001, grpc_port=21002, collector_port=21003,
                 wasm_url="http://127.0.0.1:21004/wirelens_filter.wasm", wasm_sha256="0" * 64,

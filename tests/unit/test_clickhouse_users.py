@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from deploy.local import clickhouse_users
+from envoy import render
+from deploy.local import stack
+
 ROOT = Path(__file__).resolve().parents[2]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import clickhouse_users  # noqa: E402
-import render  # noqa: E402
-import stack  # noqa: E402
 
 
 def test_credentials_are_made_once_private_and_reused(tmp_path):

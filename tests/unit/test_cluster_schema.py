@@ -1,5 +1,5 @@
 """The cluster schema (queries/schema/cluster/cluster_schema.py), the schema step's cluster switch,
-and the cluster node configs (clickhouse_server.py --extra-config, deploy/clickhouse-cluster)."""
+and the cluster node configs (clickhouse_server.py --extra-config, deploy/clickhouse_cluster)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from deploy.local import clickhouse_server
+from deploy.clickhouse_cluster import cluster
+from queries.schema.cluster import cluster_schema
+from deploy.local import stack
+
 ROOT = Path(__file__).resolve().parents[2]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import clickhouse_server  # noqa: E402
-import cluster  # noqa: E402
-import cluster_schema  # noqa: E402
-import stack  # noqa: E402
 
 SINGLE = {"WIRELENS_REQUESTS_TTL_DAYS": "7"}
 CLUSTER = {**SINGLE, "WIRELENS_CLICKHOUSE_CLUSTER": "prod"}

@@ -1,7 +1,6 @@
 """The cross-check's latency order (experiments/crosscheck.py): per run, client ≥ proxy ≥ upstream medians."""
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name)
-import crosscheck
+from experiments import crosscheck
 
 
 def tool_run(tool: str, client_ms: float, proxy_rank_us: int, upstream_ms: int) -> dict:

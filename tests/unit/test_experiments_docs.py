@@ -8,9 +8,9 @@ The E1-E5 part re-renders from docs/experiments.json (experiments.py --rerender)
 import json
 from pathlib import Path
 
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import experiments  # noqa: E402  (experiments/experiments.py)
-import stacks  # noqa: E402  (experiments/stacks.py)
+from experiments import experiments
+from experiments import stacks
+
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "experiments.md"

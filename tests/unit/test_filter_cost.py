@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from bench import filter_cost
+
 ROOT = Path(__file__).resolve().parents[2]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import filter_cost  # noqa: E402
 
 
 def _runs(cpu_by_variant: dict[str, list[float]]) -> tuple[list, list]:

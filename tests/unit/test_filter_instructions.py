@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from bench import filter_instructions as fi
+from bench import run_all
+
 ROOT = Path(__file__).resolve().parents[2]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import filter_instructions as fi  # noqa: E402
-import run_all  # noqa: E402
 
 
 def _measured(per: dict[str, dict[str, float]]) -> list:
@@ -92,7 +92,7 @@ def test_the_stream_file_holds_echo_requests():
 
 
 def test_the_exporters_come_from_render(tmp_path):
-    import render  # noqa: PLC0415
+    from envoy import render  # noqa: PLC0415
 
     cfg = fi.pipeline_config(None, "{}", "file", 1, 2, 3, 4, 5, tmp_path / "a.jsonl", "n")
     hcm = cfg["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]

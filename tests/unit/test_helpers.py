@@ -1,5 +1,6 @@
-"""tools/pyhelpers (wirelens_helpers): one copy of each Python helper, the programs by name."""
+"""tools/pyhelpers (wirelens_helpers): one copy of each Python helper; the checkout's programs as real packages."""
 
+import ast
 import importlib
 import re
 import subprocess
@@ -15,6 +16,9 @@ from wirelens_helpers.ports import free_ports
 from wirelens_helpers.wait import WaitTimeout, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
+# Folders of Python that are not the checkout's packages: standalone scripts run by path
+# (the counterfactual vectors' generator), the Python service pair's own source root, the helpers' own.
+NOT_PACKAGES = ("filters/core/tests/", "services/python/", "tools/")
 
 
 def python_files():
@@ -24,27 +28,63 @@ def python_files():
     return {ROOT / p for p in listed if (ROOT / p).exists()} | set((ROOT / "tools" / "pyhelpers").rglob("*.py"))
 
 
+def package_modules():
+    """Every module of the checkout's packages, by dotted name."""
+    return sorted(".".join(p.relative_to(ROOT).with_suffix("").parts) for p in python_files()
+                  if not str(p.relative_to(ROOT)).startswith(NOT_PACKAGES) and p.name != "__init__.py")
+
+
 def test_the_package_is_the_checkouts():
     assert wirelens_helpers.ROOT == ROOT
 
 
-def test_every_program_is_where_the_table_says():
-    for name, where in programs.PROGRAMS.items():
-        assert (ROOT / where).is_file(), f"{name}: {where} is missing"
+def test_every_folder_of_python_is_a_package():
+    missing = sorted({str(folder.relative_to(ROOT)) for p in python_files()
+                      if not str(p.relative_to(ROOT)).startswith(NOT_PACKAGES)
+                      for folder in p.relative_to(ROOT).parents if folder != Path(".")
+                      if not (ROOT / folder / "__init__.py").exists()})
+    assert missing == [], f"add an __init__.py so `import` names the folder: {missing}"
 
 
-def test_programs_import_by_name_from_anywhere(tmp_path):
-    code = "import wirelens_helpers, stack, render, cluster_schema; print(stack.__file__, render.__file__)"
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == [str(ROOT / "deploy/local/stack.py"), str(ROOT / "envoy/render.py")]
+def test_every_module_imports_from_anywhere(tmp_path):
+    """Each module imports by its dotted name with the root on PYTHONPATH, from an unrelated directory."""
+    code = ("import importlib, sys\nfailed = []\nfor name in sys.argv[1:]:\n    try:\n        importlib.import_module(name)\n"
+            "    except Exception as exc:\n        failed.append(f'{name}: {type(exc).__name__}: {exc}')\nprint('\\n'.join(failed))")
+    out = subprocess.run([sys.executable, "-c", code, *package_modules()], cwd=tmp_path, env=programs.environment(),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "", out.stdout + out.stderr
 
 
-def test_no_script_edits_sys_path_for_the_programs():
+def test_envoy_is_the_checkouts_package_and_the_binary_is_the_wheels(tmp_path):
+    code = "import envoy.render; from deploy.local import stack; print(envoy.render.__file__, stack.envoy_binary().is_file())"
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=programs.environment(), capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.split() == [str(ROOT / "envoy" / "render.py"), "True"]
+
+
+def test_imports_at_the_top_no_path_edits_no_import_hooks():
     # Generated code (build/python/gen) is the one path a test still adds: it is built, not a program.
-    offenders = [f"{p.relative_to(ROOT)}:{n}" for p in python_files() if p != Path(__file__)
+    offenders = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}" for p in python_files() if p != Path(__file__)
                  for n, line in enumerate(p.read_text().splitlines(), 1)
-                 if "sys.path.insert" in line and 'sys.path.insert(0, str(ROOT / "build" / "python" / "gen"))' not in line]
-    assert offenders == [], "import wirelens_helpers (tools/pyhelpers), then the program by its name"
+                 if "noqa: E402" in line or "sys.meta_path" in line
+                 or ("sys.path.insert" in line and 'sys.path.insert(0, str(ROOT / "build" / "python" / "gen"))' not in line)]
+    assert offenders == [], "import by package (`from deploy.local import stack`) at the top of the file"
+
+
+def test_imports_name_the_package():
+    """No bare `import stack`: a first-party module is imported through its package."""
+    modules = package_modules()
+    packages = {name.rsplit(".", i)[0] for name in modules for i in range(1, name.count(".") + 1)}
+    first_party = {name.rsplit(".", 1)[-1] for name in modules} - packages
+    offenders = []
+    for p in python_files():
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Import):
+                offenders += [f"{p.relative_to(ROOT)}:{node.lineno}: import {a.name}" for a in node.names
+                              if a.name in first_party]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in first_party:
+                offenders.append(f"{p.relative_to(ROOT)}:{node.lineno}: from {node.module} import ...")
+    assert offenders == [], offenders
 
 
 def test_one_free_ports_and_one_ports_file_reader():
@@ -52,7 +92,7 @@ def test_one_free_ports_and_one_ports_file_reader():
                    if re.search(rf"^\s*def {name}\(", p.read_text(), re.M)]
             for name in ("free_ports", "read_ports", "post")}
     assert all(len(where) == 1 and where[0].startswith("tools/pyhelpers/") for where in defs.values()), defs
-    assert importlib.import_module("stack").free_ports is free_ports
+    assert importlib.import_module("deploy.local.stack").free_ports is free_ports
 
 
 def test_free_ports_are_distinct():

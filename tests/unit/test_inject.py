@@ -15,10 +15,10 @@ import pytest
 from google.protobuf import descriptor_pb2
 from ruamel.yaml import YAML
 
+from envoy import inject
+from envoy import render
+
 ROOT = Path(__file__).resolve().parents[2]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import inject  # noqa: E402
-import render  # noqa: E402
 
 DESCRIPTORS = ROOT / "build" / "proto" / "wirelens.pb"
 

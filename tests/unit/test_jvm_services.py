@@ -18,10 +18,10 @@ from pathlib import Path
 import grpc
 import pytest
 
+from deploy.local import stack
+from wirelens_helpers.wait import wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import stack  # noqa: E402
-from wirelens_helpers.wait import wait_for  # noqa: E402
 
 JAR = ROOT / "build" / "jvm" / "target" / "wirelens-jvm.jar"
 pytestmark = pytest.mark.skipif(not JAR.exists() or not (ROOT / "bin" / "rest-server").exists(),

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
+from envoy import render
+from wirelens_helpers import clickhouse  # ClickHouse over HTTP
+from wirelens_helpers.ports import free_port
+from deploy.local import stack
+
 ROOT = Path(__file__).resolve().parents[2]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import render  # noqa: E402
-from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
-from wirelens_helpers.ports import free_port  # noqa: E402
-import stack  # noqa: E402
 
 
 def test_ports_come_from_ports_env_and_environment_overrides_them():
@@ -149,7 +149,7 @@ def test_the_collector_expands_every_short_name_of_the_record():
 
 
 def test_experiment_load_wording_tells_other_work_from_the_runs_own_load():
-    import experiment_report
+    from experiments import experiment_report
 
     busy_machine = experiment_report.load_line(60, 5.9, 6.0, 2, session_start_load=5.5)
     assert "Other work kept the machine overloaded (load 5.5" in busy_machine

@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from envoy import render  # RECORD_FIELDS
+from wirelens_helpers import programs
+
 ROOT = Path(__file__).resolve().parents[2]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import render  # noqa: E402  (envoy/render.py: RECORD_FIELDS)
 
 PY = sys.executable
 BIN = ROOT / "bin"
@@ -77,8 +78,8 @@ def test_every_manifest_passes_kustomize_kubeconform_and_config_checks():
                      ("deploy/kubernetes", "NetworkPolicy otel-collector"), ("deploy/istio", "WasmPlugin wirelens"),
                      ("deploy/istio", "Telemetry wirelens")]:
         assert expected in kinds, f"{expected} was not validated"
-    if (ROOT / "deploy" / "envoy-gateway").exists():
-        eg = {k for t, k in kinds if t == "deploy/envoy-gateway"}
+    if (ROOT / "deploy" / "envoy_gateway").exists():
+        eg = {k for t, k in kinds if t == "deploy/envoy_gateway"}
         assert any(k.startswith("EnvoyExtensionPolicy ") for k in eg), eg
         assert any(k.startswith("EnvoyProxy ") for k in eg), eg
     checked = {c["check"].split(" (")[0] for c in checks}
@@ -166,7 +167,7 @@ def load(path: str) -> dict:
 def test_istio_manifests_are_rendered_from_the_current_sources():
     if not OPMAP.exists():
         pytest.skip("build/opmap.json is not built (make proto)")
-    result = subprocess.run([PY, str(ROOT / "deploy" / "istio" / "render.py"), "--check"], capture_output=True,
+    result = subprocess.run([*programs.command("deploy.istio.render"), "--check"], cwd=ROOT, capture_output=True,
                             text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -257,11 +258,10 @@ def test_only_the_collector_user_logs_in_to_clickhouse_over_the_network():
         assert [r["name"] for r in refs] == [secret["metadata"]["name"]], refs
 
 
-
 def test_egctl_finds_a_reference_error_it_exits_0_on(tmp_path):
     """egctl x translate exits 0 when a route names a backend that does not exist; the check reads the status."""
     rendered = tmp_path / "rendered"
-    subprocess.run([PY, str(ROOT / "deploy" / "envoy-gateway" / "manifests.py"), "-o", str(rendered),
+    subprocess.run([*programs.command("deploy.envoy_gateway.manifests"), "-o", str(rendered),
                     "--backend-host", "wirelens-services.example"], cwd=ROOT, check=True, capture_output=True)
     docs = [d for path in sorted(rendered.glob("*.yaml")) for d in yaml.safe_load_all(path.read_text()) if d]
     route = next(d for d in docs if d["kind"] == "HTTPRoute")
@@ -287,25 +287,25 @@ def rendered_policy_config(directory: Path) -> dict:
 def test_envoy_gateway_policy_carries_the_counterfactual_settings(tmp_path):
     if not OPMAP.exists():
         pytest.skip("build/opmap.json is not built (make proto)")
-    renderer = ROOT / "deploy" / "envoy-gateway" / "manifests.py"
+    renderer = programs.command("deploy.envoy_gateway.manifests")
     plain, tuned = tmp_path / "plain", tmp_path / "tuned"
-    subprocess.run([PY, str(renderer), "-o", str(plain)], cwd=ROOT, check=True, capture_output=True)
-    subprocess.run([PY, str(renderer), "-o", str(tuned), "--sample-rate", "0.5", "--counterfactual-rate", "0.05",
+    subprocess.run([*renderer, "-o", str(plain)], cwd=ROOT, check=True, capture_output=True)
+    subprocess.run([*renderer, "-o", str(tuned), "--sample-rate", "0.5", "--counterfactual-rate", "0.05",
                     "--counterfactual-max-bytes", "16384"], cwd=ROOT, check=True, capture_output=True)
     opmap = json.loads(OPMAP.read_text())
     assert rendered_policy_config(plain) == opmap  # nothing given: the filter's defaults
     assert rendered_policy_config(tuned) == {**opmap, "sample_rate": 0.5, "counterfactual_rate": 0.05,
                                              "counterfactual_max_bytes": 16384}
     for flag, value in (("--counterfactual-rate", "1.5"), ("--counterfactual-max-bytes", "-1"), ("--sample-rate", "2")):
-        result = subprocess.run([PY, str(renderer), "-o", str(tmp_path / "bad"), flag, value], cwd=ROOT,
+        result = subprocess.run([*renderer, "-o", str(tmp_path / "bad"), flag, value], cwd=ROOT,
                                 capture_output=True, text=True)
         assert result.returncode == 2 and f"{flag}={value!r}: expected" in result.stderr, result.stderr
         assert not (tmp_path / "bad").exists()
 
 
 def test_envoy_gateway_set_commands_change_one_setting_and_keep_the_others(tmp_path):
-    import gateway  # noqa: E402  (deploy/envoy-gateway/gateway.py)
-    import manifests  # noqa: E402  (deploy/envoy-gateway/manifests.py)
+    from deploy.envoy_gateway import gateway
+    from deploy.envoy_gateway import manifests
 
     if not (OPMAP.exists() and gateway.WASM.exists()):
         pytest.skip("build/opmap.json or the filter is not built (make proto filter)")
@@ -337,19 +337,19 @@ def test_envoy_gateway_set_commands_change_one_setting_and_keep_the_others(tmp_p
 def test_istio_wasm_plugin_carries_the_counterfactual_settings(tmp_path):
     if not OPMAP.exists():
         pytest.skip("build/opmap.json is not built (make proto)")
-    renderer = ROOT / "deploy" / "istio" / "render.py"
+    renderer = programs.command("deploy.istio.render")
     flags = ["--counterfactual-rate", "0.05", "--counterfactual-max-bytes", "16384"]
-    subprocess.run([PY, str(renderer), "--out-dir", str(tmp_path), *flags], check=True, capture_output=True)
+    subprocess.run([*renderer, "--out-dir", str(tmp_path), *flags], cwd=ROOT, check=True, capture_output=True)
     spec = yaml.safe_load((tmp_path / "wasmplugin.yaml").read_text())["spec"]
     assert spec["pluginConfig"] == {**json.loads(OPMAP.read_text()), "counterfactual_rate": 0.05,
                                     "counterfactual_max_bytes": 16384}
     # --check compares with the same settings; the committed file (rendered without them) differs only there.
-    assert subprocess.run([PY, str(renderer), "--out-dir", str(tmp_path), "--check", *flags]).returncode == 0
-    result = subprocess.run([PY, str(renderer), "--check", *flags], capture_output=True, text=True)
+    assert subprocess.run([*renderer, "--out-dir", str(tmp_path), "--check", *flags]).returncode == 0
+    result = subprocess.run([*renderer, "--check", *flags], capture_output=True, text=True)
     assert result.returncode == 1 and "wasmplugin.yaml" in result.stderr
     assert sorted(line for line in result.stdout.splitlines() if line.startswith("+ ")) == [
         "+    counterfactual_max_bytes: 16384", "+    counterfactual_rate: 0.05"]
-    result = subprocess.run([PY, str(renderer), "--out-dir", str(tmp_path / "bad"), "--counterfactual-rate", "-0.1"],
+    result = subprocess.run([*renderer, "--out-dir", str(tmp_path / "bad"), "--counterfactual-rate", "-0.1"],
                             capture_output=True, text=True)
     assert result.returncode == 2 and "--counterfactual-rate='-0.1': expected a number in [0, 1]" in result.stderr
     assert not (tmp_path / "bad").exists()

@@ -18,11 +18,11 @@ from pathlib import Path
 import grpc
 import pytest
 
+from deploy.local import stack
+from wirelens_helpers.wait import wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
 sys.path.insert(0, str(ROOT / "build" / "python" / "gen"))
-import stack  # noqa: E402
-from wirelens_helpers.wait import wait_for  # noqa: E402
 
 GEN = ROOT / "build" / "python" / "gen" / "wirelens" / "v1" / "math_pb2.py"
 pytestmark = pytest.mark.skipif(not GEN.exists() or not (ROOT / "bin" / "rest-server").exists(),

@@ -20,11 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from queries import saved  # hands over to `bin/wirelens query`
+from wirelens_helpers import clickhouse  # ClickHouse over HTTP
+from deploy.local import stack
+from wirelens_helpers import programs
+
 ROOT = Path(__file__).resolve().parents[2]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import saved  # noqa: E402  (queries/saved.py: hands over to `bin/wirelens query`)
-from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
-import stack  # noqa: E402
 
 # Output columns of every saved query: the contract with `wirelens report`.
 COLUMNS = {
@@ -85,10 +86,10 @@ class ScratchClickHouse:
         self.settings = {"WIRELENS_CLICKHOUSE_HTTP_PORT": str(http_port), "WIRELENS_REQUESTS_TTL_DAYS": "30"}
         self.log = open(self.dir / "clickhouse.log", "w")
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "deploy" / "local" / "clickhouse_server.py"),
+            [*programs.command("deploy.local.clickhouse_server"),
              "--data-dir", str(self.dir / "data"), "--run-dir", str(self.dir),
              "--tcp-port", str(tcp_port), "--http-port", str(http_port)],
-            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT)
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -819,7 +820,7 @@ def test_what_if_protocol_interval_is_deterministic_and_optional(ch, what_if_cal
 
 def test_the_demo_prints_what_if_for_every_operation(ch, what_if_calls):
     """deploy/local/demo.py's what-if table, from the query's own answer."""
-    import demo  # deploy/local/demo.py
+    from deploy.local import demo
     table = demo.what_if_table(query(ch, "what_if_protocol", "rw")).splitlines()
     assert table[0].split() == ["operation", "measured", "over", "calls", "estimated", "measured", "rest",
                                 "rest-proto", "grpc", "grpc-web", "grpc-web-text"]

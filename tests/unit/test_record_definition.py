@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from filters import recordgen
+from envoy import render
+
 ROOT = Path(__file__).resolve().parents[2]
-import wirelens_helpers  # noqa: F401, E402  (the checkout's programs by module name)
-import recordgen  # noqa: E402
-import render  # noqa: E402
 
 # What the generator reads (the table, Fields::GROUPS) and writes.
 FILES = [recordgen.TABLE, recordgen.CONFIG_RS, recordgen.NAMES_RS, recordgen.COLLECTOR, recordgen.SCHEMA,

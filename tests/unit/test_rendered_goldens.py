@@ -8,18 +8,18 @@ files under tests/unit/goldens/rendered. A refactoring must leave them
 unchanged. A change meant to alter a rendered config rewrites them, and the
 diff of the goldens shows what it altered:
 
-    .venv/bin/python tests/unit/rendered_goldens.py --update
+    .venv/bin/python -m tests.unit.rendered_goldens --update
 """
 
 from __future__ import annotations
 
-import rendered_goldens
+from tests.unit import rendered_goldens
 
 
 def test_every_rendered_config_equals_its_golden():
     problems = rendered_goldens.differences(rendered_goldens.rendered(), rendered_goldens.golden_files())
     assert not problems, (f"{len(problems)} rendered config(s) differ from tests/unit/goldens/rendered "
-                          "(if the change is meant: tests/unit/rendered_goldens.py --update):\n\n"
+                          "(if the change is meant: python -m tests.unit.rendered_goldens --update):\n\n"
                           + "\n".join(problems))
 
 

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from bench import query_speed  # the benchmark's scratch server, schema step and generator
+from queries import rollup
+from wirelens_helpers import clickhouse  # ClickHouse over HTTP
+
 ROOT = Path(__file__).resolve().parents[2]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import query_speed  # noqa: E402  (the benchmark's scratch server, schema step and generator)
-import rollup  # noqa: E402
-from wirelens_helpers import clickhouse  # noqa: E402  (ClickHouse over HTTP)
 
 CALLS = 60_000
 PERCENTILE = {"p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms",

@@ -15,13 +15,12 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-ROOT = Path(__file__).resolve().parents[2]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import inject  # noqa: E402
-import render  # noqa: E402
-import stack  # noqa: E402
+from envoy import inject
+from envoy import render
+from deploy.local import stack
+from tests.unit.test_inject import FRONT_PROXY, hcm_of, load, run  # the same user config and helpers
 
-from test_inject import FRONT_PROXY, hcm_of, load, run  # noqa: E402  (the same user config and helpers)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def hcms(text: str) -> list[dict]:

@@ -178,22 +178,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// runInject hands over to envoy/inject.py in the checkout, with the
-// checkout's Python (.venv): the injector shares the operation-map code of
-// proto/opmap.py and the record's fields of envoy/render.py, so it is not
-// written twice.
+// runInject hands over to the Python module envoy.inject in the checkout, with
+// the checkout's Python (.venv): the injector shares the operation-map code of
+// proto/opmap.py and the Envoy fragments of envoy/render.py, so it is not
+// written twice. The checkout root goes first on PYTHONPATH (its packages
+// before site-packages); the working directory stays the user's, so relative
+// paths in args mean what they say.
 func runInject(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := checkoutDir()
-	script := filepath.Join(root, "envoy", "inject.py")
 	python := filepath.Join(root, ".venv", "bin", "python")
-	for _, need := range []string{script, python} {
+	for _, need := range []string{filepath.Join(root, "envoy", "__init__.py"), python} {
 		if _, err := os.Stat(need); err != nil {
 			fmt.Fprintf(stderr, "wirelens inject: %s is missing: run `make venv` in the wirelens checkout "+
 				"(found by WIRELENS_HOME, else the directory above this binary)\n", need)
 			return 1
 		}
 	}
-	cmd := exec.CommandContext(ctx, python, append([]string{script}, args...)...)
+	cmd := exec.CommandContext(ctx, python, append([]string{"-m", "envoy.inject"}, args...)...)
+	pythonPath := root
+	if extra := os.Getenv("PYTHONPATH"); extra != "" {
+		pythonPath += string(os.PathListSeparator) + extra
+	}
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+pythonPath)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	if err := cmd.Run(); err != nil {
 		var exit *exec.ExitError

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The ClickHouse cluster schema, generated from the single-node schema (queries/schema/*.sql).
 
 The single-node files stay the one home of every column list, engine and
@@ -238,8 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.grants:
             statements = grant_statements(args.cluster, on_cluster=not args.per_node)
         else:
-            import wirelens_helpers  # noqa: F401, PLC0415  (programs by module name)
-            import stack  # the schema step: reads queries/schema/*.sql, calls back into this file
+            from deploy.local import stack  # noqa: PLC0415  (stack imports this module: the schema step reads queries/schema/*.sql, calls back here)
 
             statements = stack.schema_statements({
                 "WIRELENS_REQUESTS_TTL_DAYS": args.ttl_days, "WIRELENS_CLICKHOUSE_CLUSTER": args.cluster,

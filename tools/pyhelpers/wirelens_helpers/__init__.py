@@ -6,19 +6,15 @@
     settings    the local stack's settings file (deploy/local/ports.env)
     wait        wait_for: poll under a deadline, fail naming what was missing,
                 the last value seen, and a watched process that died
-    programs    the checkout's Python programs importable by module name
-                (`import stack`, `import render`, ...): one table of where
-                each lives, instead of sys.path edits in every script
+    supervise   start, watch, stop and restart the processes of a stack
+    programs    the argv and environment that run a checkout program as a
+                module (`python -m deploy.local.stack`) from anywhere
 
 Installed into .venv in editable mode (`make venv`; requirements.txt has
-`-e tools/pyhelpers`). Importing the package makes the programs importable.
+`-e tools/pyhelpers`).
 """
 
 from pathlib import Path
 
 # The checkout: this package is installed in editable mode from tools/pyhelpers.
 ROOT = Path(__file__).resolve().parents[3]
-
-from . import programs as _programs  # noqa: E402
-
-_programs.install()

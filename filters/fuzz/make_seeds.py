@@ -1,7 +1,9 @@
-#!/usr/bin/env python3
 """Writes the seed corpora under corpus/<target>/ (committed; rerun after a
 change of an input format, then commit the result). Input formats: see the
-comment at the top of each fuzz_targets/<target>.rs."""
+comment at the top of each fuzz_targets/<target>.rs.
+
+    .venv/bin/python -m filters.fuzz.make_seeds      (from the checkout root)
+"""
 
 import base64
 import json
@@ -9,12 +11,11 @@ import os
 import shutil
 import struct
 
+from tests.e2e import bad_inputs
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-# The bad-input suite's cases (tests/e2e/bad_inputs.py, by name through
-# wirelens_helpers: run with .venv/bin/python): the e2e test sends them to
+# The bad-input suite's cases (tests/e2e/bad_inputs.py): the e2e test sends them to
 # Envoy, bad_seeds() below turns the same bytes into seeds.
-import wirelens_helpers  # noqa: E402,F401
-import bad_inputs  # noqa: E402
 
 
 def frame(flags, payload):

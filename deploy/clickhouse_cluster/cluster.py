@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A ClickHouse cluster on loopback: one engine process per node, all sharing one remote_servers.
 
     cluster.py up     --dir .run/cluster [--shards 2] [--replicas 1] [--name wirelens]
@@ -36,10 +35,10 @@ from pathlib import Path
 from typing import Callable
 from xml.sax.saxutils import escape
 
+from deploy.local import stack  # free ports, process groups
+
 ROOT = Path(__file__).resolve().parents[2]
-SERVER = ROOT / "deploy" / "local" / "clickhouse_server.py"
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import stack  # noqa: E402  (deploy/local/stack.py: free ports, process groups)
+SERVER = "deploy.local.clickhouse_server"  # run as a module from the checkout root
 
 READY_TIMEOUT_S = 60.0
 
@@ -145,9 +144,9 @@ class LocalCluster:
         extra.write_text(self.node_config(node))
         with open(node.log, "ab") as log:
             process = subprocess.Popen(
-                [sys.executable, str(SERVER), "--data-dir", str(Path(node.dir) / "data"), "--run-dir", node.dir,
+                [sys.executable, "-m", SERVER, "--data-dir", str(Path(node.dir) / "data"), "--run-dir", node.dir,
                  "--tcp-port", str(node.tcp_port), "--http-port", str(node.http_port), "--extra-config", str(extra)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd=ROOT)
         node.pid = process.pid
         self._processes = getattr(self, "_processes", {})
         self._processes[node.name] = process

@@ -1,12 +1,11 @@
-#!/usr/bin/env python3
 """Can the embedded ClickHouse (chdb-core) replicate through a real ZooKeeper? Prints what it finds.
 
     make clickhouse-replication-probe        (fetches ZooKeeper first: make zookeeper)
-    deploy/clickhouse-cluster/replication_probe.py [--keep DIR]
+    python -m deploy.clickhouse_cluster.replication_probe [--keep DIR]
 
 Starts a ZooKeeper 3.9.3 server (build/zookeeper/lib, Debian's OpenJDK) on a
 free loopback port, and two engine processes as two replicas of one shard
-(deploy/clickhouse-cluster/cluster.py) with <zookeeper> pointing at it and an
+(deploy/clickhouse_cluster/cluster.py) with <zookeeper> pointing at it and an
 interserver_http_port each. Creates wirelens.requests_local in its Replicated
 cluster form (queries/schema/cluster), inserts through replica 1, and reports
 the ZooKeeper session, the znodes and ephemeral nodes the replicas made, each
@@ -27,11 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from deploy.clickhouse_cluster.cluster import ClusterError, LocalCluster, query, stack
+from deploy.local import stack
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-from cluster import ClusterError, LocalCluster, query, stack  # noqa: E402
-import stack  # noqa: E402
 
 ZOOKEEPER_LIB = ROOT / "build" / "zookeeper" / "lib"
 

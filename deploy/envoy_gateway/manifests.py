@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The Envoy Gateway (v1.9.1) resources that put wirelens in front of the paired services.
 
 One code path for every port and path: gateway.py (the standalone run) and
@@ -44,11 +43,11 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
+from envoy import render as envoy_render  # RECORD_FIELDS, one source for the record
+from wirelens_helpers.settings import read_ports  # the ports-file reader
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import render as envoy_render  # noqa: E402  (envoy/render.py: RECORD_FIELDS, one source for the record)
-from wirelens_helpers.settings import read_ports  # noqa: E402  (the ports-file reader)
 
 PORTS_FILE = HERE / "ports.env"
 
@@ -356,7 +355,7 @@ def write_files(directory: Path, files: dict[str, list[dict]], header: str = "")
     return written
 
 
-HEADER = "# Rendered by deploy/envoy-gateway/manifests.py ({version}); edit the renderer, not this file.\n"
+HEADER = "# Rendered by deploy/envoy_gateway/manifests.py ({version}); edit the renderer, not this file.\n"
 
 
 # ---------------------------------------------------------------- settings
@@ -370,7 +369,7 @@ def load_ports(environ: dict[str, str] | None = None) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     checked = envoy_render.argument_type  # a flag's value through envoy/render.py's check, errors naming the flag
     parser = argparse.ArgumentParser(
-        description="Render wirelens' Envoy Gateway resources. Ports come from deploy/envoy-gateway/ports.env "
+        description="Render wirelens' Envoy Gateway resources. Ports come from deploy/envoy_gateway/ports.env "
                     "and deploy/local/ports.env, each overridable by an environment variable of the same name.")
     parser.add_argument("-o", "--out", required=True, type=Path, help="directory to write the files into")
     parser.add_argument("--wasm", type=Path, default=ROOT / "build" / "wirelens_filter.wasm",
@@ -388,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="<configHome>/certs/envoy of `envoy-gateway certgen --local`: also write "
                              "standalone.yaml and the Host provider (without it: the resources for a cluster)")
     args = parser.parse_args(argv)
-    import stack  # noqa: E402  (deploy/local/stack.py: the local stack's ports)
+    from deploy.local import stack  # the local stack's ports
 
     local = stack.load_settings()
     ports = load_ports()

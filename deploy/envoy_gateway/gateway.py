@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """wirelens in Envoy Gateway v1.9.1, run for real on this machine, next to the local stack.
 
     gateway.py up                   start the wasm file server and Envoy Gateway (which starts Envoy)
@@ -18,7 +17,7 @@ sizes payloads in the other protocol's encoding as the local stack's does:
 WIRELENS_COUNTERFACTUAL_RATE (default 1, every recorded call) and
 WIRELENS_COUNTERFACTUAL_MAX_BYTES (default 1 MiB).
 
-Ports: deploy/envoy-gateway/ports.env (ours) and deploy/local/ports.env (the
+Ports: deploy/envoy_gateway/ports.env (ours) and deploy/local/ports.env (the
 stack's), each overridable by an environment variable of the same name.
 Envoy Gateway itself also holds 18000 (xDS), 18002 (its wasm server) and
 8081 (health probe) on every interface; v1.9.1 has no setting for them, so
@@ -45,11 +44,11 @@ from typing import Callable
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from deploy.envoy_gateway import manifests
+from deploy.local import stack  # settings, processes, probes of the local stack
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-import wirelens_helpers  # noqa: F401  (the checkout's programs by module name: tools/pyhelpers/wirelens_helpers/programs.py)
-import manifests  # noqa: E402  (deploy/envoy-gateway/manifests.py)
-import stack  # noqa: E402  (deploy/local/stack.py: settings, processes, probes of the local stack)
 
 StackError = stack.StackError
 BIN = ROOT / "bin"
@@ -59,7 +58,7 @@ OPMAP = ROOT / "build" / "opmap.json"
 # Envoy Gateway v1.9.1 listens on these, on every interface, and has no setting for them.
 FIXED_PORTS = {18000: "its xDS server", 18002: "its wasm module server", 8081: "its health probe"}
 BUILD_HINT = ("build it: GOTOOLCHAIN=local GOBIN=$PWD/bin go install "
-              "github.com/envoyproxy/gateway/cmd/envoy-gateway@v1.9.1 (deploy/envoy-gateway/README.md)")
+              "github.com/envoyproxy/gateway/cmd/envoy-gateway@v1.9.1 (deploy/envoy_gateway/README.md)")
 
 
 # ---------------------------------------------------------------- settings

@@ -1,0 +1,1 @@
+"""The Collector tier's Python side: the gateway/agent tier runner (collector/tier.py)."""

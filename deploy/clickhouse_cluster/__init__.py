@@ -1,0 +1,1 @@
+"""A ClickHouse cluster of embedded-engine nodes on loopback, and the replication probe."""

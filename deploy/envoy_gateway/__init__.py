@@ -1,0 +1,1 @@
+"""Envoy Gateway: its resources rendered from the project's sources, and a standalone run of it."""

@@ -1,0 +1,1 @@
+"""The Istio resources (WasmPlugin, Telemetry, mesh config), rendered from the project's sources."""

@@ -1,0 +1,1 @@
+"""The local stack (make up / demo): every component on loopback, its settings, schema and status."""

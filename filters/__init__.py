@@ -1,0 +1,1 @@
+"""The filter's Python side: the record's one definition and its generator (filters/recordgen.py)."""

@@ -1,0 +1,1 @@
+"""The fuzz targets' seed corpora writer (make_seeds)."""

@@ -1,0 +1,1 @@
+"""The protos' operation map for the filter (opmap.py) and its tests."""

@@ -1,0 +1,1 @@
+"""Saved queries and rollups over ClickHouse: the runners (saved.py, rollup.py) and the schema."""

@@ -1,0 +1,1 @@
+"""ClickHouse DDL, applied in order by the local stack's schema step."""

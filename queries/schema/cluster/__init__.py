@@ -1,0 +1,1 @@
+"""The schema's cluster form: ON CLUSTER DDL, replicated engines, roles and grants."""

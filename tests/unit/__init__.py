@@ -1,0 +1,3 @@
+"""Unit tests: no stack, each component alone (some start a ClickHouse engine or Envoy of their
+own).
+"""
