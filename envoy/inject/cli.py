@@ -1,0 +1,214 @@
+"""wirelens inject: add the wirelens filter to an Envoy config you already run.
+
+    wirelens inject envoy.yaml > envoy-wirelens.yaml          add wirelens to every HTTP connection manager
+    wirelens inject --diff envoy.yaml                         show the change instead
+    wirelens inject --remove envoy-wirelens.yaml              take it out again
+    wirelens inject --ecds-dir /etc/envoy/wirelens envoy.yaml serve the filter through ECDS (live updates)
+    wirelens inject --update-ecds --ecds-dir DIR --sample-rate 0.1   change it live
+    wirelens inject --update-ecds --ecds-dir DIR --counterfactual-rate 1   size every recorded call's payloads
+
+In every HTTP connection manager of the bootstrap's static listeners (or
+those named with --listener) it puts the wirelens wasm filter first among
+the http_filters (FAIL_OPEN), appends an access log that carries the
+per-call record, and either adds OpenTelemetry tracing or, where the HCM
+already traces, adds wirelens' custom tags to the tracer it has. The record
+goes to a Collector over OTLP/gRPC (--collector) or, with
+--access-log file, into a JSON-lines file for logship. Everything else is
+left as it was; YAML keeps its comments and layout. Running it twice gives
+the same output, and --remove gives back the original.
+
+The operation map comes from a descriptor set of your services
+(protoc --include_imports --descriptor_set_out), built by proto/opmap.py,
+or, when there is none, from the descriptor your grpc_json_transcoder uses;
+with the schema of its messages ("descriptors") unless --no-descriptors.
+
+What it recognises as its own (and --remove takes out): http filters named
+`wirelens` / `wirelens_transcoded` or running the wasm root context
+`wirelens`, access logs named `wirelens.access_log`,
+custom tags named `wirelens.*`, tracing whose provider exports to the cluster
+`wirelens_otel_collector`, and that cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from pathlib import Path
+
+from envoy import render
+
+from .ecds import update_ecds, write_atomically, write_ecds
+from .edit import inject, remove
+from .layout import parse
+from .model import GUIDE, InjectError, Options
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _collector(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected HOST:PORT of the Collector's OTLP/gRPC receiver")
+    return host.strip("[]"), int(port)
+
+
+def _grpc_message_bytes(value: str) -> int:
+    try:
+        return render.check_grpc_message_bytes(value, "--grpc-message-bytes")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _rate(value: str) -> float:
+    try:
+        rate = float(value)
+    except ValueError:
+        rate = -1.0
+    if not 0 <= rate <= 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected a number in [0, 1]")
+    return rate
+
+
+def build_parser() -> argparse.ArgumentParser:
+    default_wasm = ROOT / "build" / "wirelens_filter.wasm"
+    parser = argparse.ArgumentParser(
+        prog="wirelens inject", description="\n\n".join(__doc__.split("\n\n")[1:3]),
+        epilog=f"Guide: {GUIDE}. What was changed is reported on stderr; the config goes to stdout or -o.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("config", nargs="?", help="Envoy v3 bootstrap, YAML or JSON ('-' for stdin)")
+    parser.add_argument("-o", "--output", help="write the config here instead of stdout (may be the input)")
+    parser.add_argument("--diff", action="store_true",
+                        help="print a unified diff of the change instead of the config (also with --remove)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--remove", action="store_true", help="take wirelens out again (inverse of the injection)")
+    mode.add_argument("--update-ecds", action="store_true",
+                      help="rewrite the ECDS resources in --ecds-dir with these options; Envoy picks them up live")
+    what = parser.add_argument_group("what the filter knows")
+    what.add_argument("--descriptor-set", metavar="FILE",
+                      help="your services' descriptor set (protoc --include_imports --descriptor_set_out); "
+                           "default: the one your grpc_json_transcoder names, if any")
+    what.add_argument("--no-descriptors", action="store_true",
+                      help="leave the messages' schema out of the filter's configuration (smaller; no "
+                           "counterfactual sizes)")
+    scope = what.add_mutually_exclusive_group()
+    scope.add_argument("--package", action="append", metavar="PKG",
+                       help="only services of PKG and its sub-packages (repeatable; default: all but google.*, grpc.*)")
+    scope.add_argument("--all-packages", action="store_true", help=argparse.SUPPRESS)
+    what.add_argument("--sample-rate", type=_rate, metavar="R", help="share of calls recorded, 0..1 (default 1)")
+    what.add_argument("--grpc-message-bytes", type=_grpc_message_bytes, metavar="N",
+                      help="most bytes of a grpc-message (which can echo client input) stored, 0..1024; "
+                           "0: never (default 128)")
+    render.add_counterfactual_flags(what)
+    what.add_argument("--wasm", metavar="FILE",
+                      help=f"the filter's .wasm (default: {default_wasm}; with --update-ecds: keep the module)")
+    where = parser.add_argument_group("where the record goes")
+    where.add_argument("--collector", type=_collector, default=("127.0.0.1", 4317), metavar="HOST:PORT",
+                       help="the OpenTelemetry Collector's OTLP/gRPC receiver (default 127.0.0.1:4317)")
+    where.add_argument("--access-log", choices=render.ACCESS_LOG_SINKS, default="otlp",
+                       help="otlp: Envoy's OTel access logger to the Collector (default); file: JSON lines for "
+                            "logship, nothing lost while the Collector is down")
+    where.add_argument("--access-log-path", metavar="FILE", help="with --access-log file: the JSON-lines file")
+    where.add_argument("--service-name", default="wirelens-envoy",
+                       help="service.name of the spans when wirelens adds the tracer (default %(default)s)")
+    where.add_argument("--trace-sampling", type=float, default=100.0, metavar="PERCENT",
+                       help="share of calls traced when wirelens adds the tracer (default 100)")
+    which = parser.add_argument_group("which HTTP connection managers")
+    which.add_argument("--listener", action="append", default=[], metavar="NAME",
+                       help="only this listener's HCMs (repeatable; default: every static listener)")
+    live = parser.add_argument_group("live updates (ECDS)")
+    live.add_argument("--ecds-dir", metavar="DIR",
+                      help="serve the filter through Extension Config Discovery from files in DIR "
+                           "(one resource per file, written atomically, and a content-addressed copy of the .wasm)")
+    live.add_argument("--ecds-ads", action="store_true",
+                      help="with --ecds-dir: the HCMs ask your control plane (ADS) instead; DIR gets the "
+                           "resources it must serve")
+    return parser
+
+
+def options_from(args: argparse.Namespace) -> Options:
+    wasm = Path(args.wasm or ROOT / "build" / "wirelens_filter.wasm").resolve()
+    if not wasm.is_file():
+        raise InjectError(f"--wasm {wasm}: no such file (build it with `make filter`)")
+    if args.access_log == "file" and not args.access_log_path:
+        raise InjectError("--access-log file needs --access-log-path FILE (the JSON-lines file logship ships)")
+    options = Options(
+        wasm=wasm, collector_host=args.collector[0], collector_port=args.collector[1],
+        access_log=args.access_log,
+        access_log_path=str(Path(args.access_log_path).resolve()) if args.access_log_path else None,
+        service_name=args.service_name, trace_sampling=args.trace_sampling, sample_rate=args.sample_rate,
+        grpc_message_bytes=args.grpc_message_bytes, counterfactual_rate=args.counterfactual_rate,
+        counterfactual_max_bytes=args.counterfactual_max_bytes,
+        packages=None if not args.package else tuple(args.package), listeners=tuple(args.listener),
+        ecds_dir=Path(args.ecds_dir).resolve() if args.ecds_dir else None, ecds_ads=args.ecds_ads,
+        descriptors=not args.no_descriptors)
+    if args.descriptor_set:
+        try:
+            options.descriptor_set = Path(args.descriptor_set).read_bytes()
+        except OSError as exc:
+            raise InjectError(f"--descriptor-set: {exc}") from None
+        options.descriptor_source = args.descriptor_set
+    return options
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    say = lambda text: print(text, file=sys.stderr)  # noqa: E731
+    try:
+        if args.ecds_ads and not args.ecds_dir:
+            parser.error("--ecds-ads needs --ecds-dir (where the resources to serve are written)")
+        if args.update_ecds:
+            if not args.ecds_dir or args.diff or args.config:
+                parser.error("--update-ecds takes --ecds-dir and the settings to change, no config or --diff")
+            report, written = update_ecds(Path(args.ecds_dir).resolve(), options_from(args), bool(args.wasm))
+            for note in report.notes:
+                say(note)
+            say("\n".join(f"wrote {p}" for p in written) or "unchanged: the resources already say this")
+            return 0
+        if not args.config:
+            parser.error("the Envoy config to change is missing")
+        text = sys.stdin.read() if args.config == "-" else _read(args.config)
+        doc = parse(text, args.config)
+        if args.remove:
+            report = remove(doc)
+            if not report.injected:
+                say("no wirelens found in this config: nothing removed")
+        else:
+            options = options_from(args)
+            report = inject(doc, options)
+        out = doc.dump()
+        for note in report.notes:
+            say(note)
+        for problem in report.problems:
+            say(f"cannot inject: {problem}")
+        if not args.remove and not report.injected:
+            say("error: no HTTP connection manager was changed")
+            return 1
+        if not args.remove and options.ecds_dir is not None and not args.diff:
+            for path in write_ecds(options.ecds_dir, report.ecds_resources, options.wasm):
+                say(f"wrote {path}")
+        if args.diff:
+            sys.stdout.writelines(difflib.unified_diff(
+                text.splitlines(keepends=True), out.splitlines(keepends=True),
+                fromfile=args.config, tofile=f"{args.config} ({'without' if args.remove else 'with'} wirelens)"))
+        elif args.output:
+            write_atomically(Path(args.output), out.encode())
+        else:
+            sys.stdout.write(out)
+        return 0
+    except InjectError as exc:
+        say(f"error: {exc}")
+        return 1
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise InjectError(f"{path}: {exc.strerror}") from None
+
+
+
+if __name__ == "__main__":
+    sys.exit(main())

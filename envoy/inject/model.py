@@ -1,0 +1,100 @@
+"""The injector's vocabulary: the names it gives what it adds (and recognises as its own),
+where ECDS files of those go, its options, its report and its error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from pathlib import Path
+
+FILTER_NAME = "wirelens"
+
+
+TRANSCODED_FILTER_NAME = "wirelens_transcoded"
+
+
+OUR_FILTER_NAMES = (FILTER_NAME, TRANSCODED_FILTER_NAME)
+
+
+ACCESS_LOG_NAME = "wirelens.access_log"
+
+
+COLLECTOR_CLUSTER = "wirelens_otel_collector"
+
+
+TAG_PREFIX = "wirelens."
+
+
+WASM_TYPE = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm"
+
+
+TYPED_EXTENSION_CONFIG_TYPE = "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig"
+
+
+HCM_TYPE = "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+
+
+HCM_FILTER_NAMES = ("envoy.filters.network.http_connection_manager", "envoy.http_connection_manager")
+
+
+TRANSCODER_TYPE = "envoy.extensions.filters.http.grpc_json_transcoder.v3.GrpcJsonTranscoder"
+
+
+TYPED_STRUCT_TYPES = ("udpa.type.v1.TypedStruct", "xds.type.v3.TypedStruct")
+
+
+GUIDE = "envoy/INJECT.md"
+
+
+# The filter's settings the options can set (numbers), as the report names them.
+PLUGIN_SETTINGS = ("sample_rate", "grpc_message_max_bytes", "counterfactual_rate", "counterfactual_max_bytes")
+
+
+class InjectError(Exception):
+    """Input the tool cannot handle; the message says where and what to do instead."""
+
+
+@dataclasses.dataclass
+class Options:
+    wasm: Path
+    collector_host: str = "127.0.0.1"
+    collector_port: int = 4317
+    access_log: str = "otlp"
+    access_log_path: str | None = None
+    service_name: str = "wirelens-envoy"
+    trace_sampling: float = 100.0
+    sample_rate: float | None = None
+    grpc_message_bytes: int | None = None  # the filter's grpc_message_max_bytes; None: its default (128)
+    counterfactual_rate: float | None = None      # None: the filter's default (0.01)
+    counterfactual_max_bytes: int | None = None   # None: the filter's default (65536)
+    descriptor_set: bytes | None = None
+    descriptor_source: str = ""
+    descriptors: bool = True          # the map carries the messages' schema (opmap.py's "descriptors")
+    packages: tuple[str, ...] | None = None
+    listeners: tuple[str, ...] = ()
+    ecds_dir: Path | None = None
+    ecds_ads: bool = False
+
+
+@dataclasses.dataclass
+class Report:
+    notes: list[str] = dataclasses.field(default_factory=list)
+    problems: list[str] = dataclasses.field(default_factory=list)
+    injected: int = 0
+    tracers_added: int = 0            # HCMs that got wirelens' tracer (it exports to the Collector cluster)
+    ecds_resources: dict[str, dict] = dataclasses.field(default_factory=dict)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+def ecds_resource_path(directory: Path, name: str) -> Path:
+    return directory / f"{name}.json"
+
+
+def ecds_wasm_path(directory: Path, wasm: Path) -> Path:
+    """Content-addressed: a new build is a new file name, so the resource changes and Envoy reloads it."""
+    digest = hashlib.sha256(wasm.read_bytes()).hexdigest()[:16]
+    return directory / f"wirelens-{digest}.wasm"
+
