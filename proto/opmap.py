@@ -6,7 +6,7 @@ The descriptor set comes from protoc --descriptor_set_out --include_imports
 (proto/gen.sh). Only services whose package is ``wirelens`` or ``wirelens.*``
 are listed by default; ``--package`` names other packages and
 ``--all-packages`` takes every service but Google's and gRPC's own
-(``google.*``, ``grpc.*``: health, reflection). envoy/inject.py builds the
+(``google.*``, ``grpc.*``: health, reflection). envoy/inject builds the
 operation map of a user's services with the same code. Output (a contract with the Rust filter; keep the key names):
 
   {"operations": [

@@ -1,4 +1,4 @@
-"""Unit tests of envoy/inject.py: what it adds, where, what it keeps, and that it takes it all out again.
+"""Unit tests of envoy/inject (python -m envoy.inject): what it adds, where, what it keeps, and that it takes it all out again.
 
 Real Envoy checks of the result (validate, live traffic) are in tests/e2e/test_inject.py.
 """
