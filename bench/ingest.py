@@ -7,7 +7,7 @@ starts the pipeline exactly as the local stack ships it, on free loopback
 ports in a temporary directory — ClickHouse (the chdb-core engine),
 the Collector (`collector/config.yaml`, `bin/otelcol-wirelens`), the schema
 (`queries/schema`), logship — and lets logship ship an access-log file of N
-synthetic calls written beforehand in Envoy's format (`envoy/render.py`'s
+synthetic calls written beforehand in Envoy's format (`envoy/wiring.py`'s
 `access_log_line_format`: the same attributes, the filter's packed record).
 Then:
 
@@ -45,11 +45,11 @@ from pathlib import Path
 
 from bench import benchlib
 from bench.benchlib import ROOT
-from envoy import render  # the access-log line format
+from envoy import wiring  # the access-log line format
 from deploy.local import stack  # the components as shipped
 
 
-SHORT = render.record_short_names()  # the names the filter publishes the record under
+SHORT = wiring.record_short_names()  # the names the filter publishes the record under
 
 OUT_DIR = ROOT / "build" / "bench"
 JSON_OUT = OUT_DIR / "ingest.json"
@@ -145,7 +145,7 @@ def record(rng: random.Random, protocol: str, op: tuple) -> tuple[dict, dict]:
 def write_access_log(path: Path, calls: int, protocols: tuple[str, ...], seed: int = 1) -> int:
     """`calls` lines in the file access logger's format, one second of calls per 1/rate."""
     rng = random.Random(seed)
-    attribute_names = set(render.access_log_attributes())
+    attribute_names = set(wiring.access_log_attributes())
     start = time.time() - 600
     connection = 1000
     written = 0
@@ -165,7 +165,7 @@ def write_access_log(path: Path, calls: int, protocols: tuple[str, ...], seed: i
                 missing = attribute_names - set(attributes)
                 if missing:
                     raise Broken(f"the synthetic line lacks access-log attributes {sorted(missing)}: "
-                                 "update bench/ingest.py with envoy/render.py's RECORD_FIELDS")
+                                 "update bench/ingest.py with envoy/wiring.py's RECORD_FIELDS")
             line = {"attributes": attributes,
                     "body": f"POST /{rec['rpc.service']}/{rec['rpc.method']} HTTP/2 200",
                     "span_id": f"{rng.getrandbits(64):016x}",

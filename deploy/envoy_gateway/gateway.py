@@ -45,6 +45,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from deploy.envoy_gateway import manifests
+from envoy import plugin_settings  # the filter's settings, checked
 from deploy.local import stack  # settings, processes, probes of the local stack
 
 HERE = Path(__file__).resolve().parent
@@ -484,8 +485,8 @@ def demo(settings: dict[str, str], calls: int = 50, log: Callable[[str], None] =
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    setters = {"set-sample-rate": (set_sample_rate, manifests.envoy_render.check_sample_rate),
-               "set-counterfactual-rate": (set_counterfactual_rate, manifests.envoy_render.check_counterfactual_rate)}
+    setters = {"set-sample-rate": (set_sample_rate, plugin_settings.check_sample_rate),
+               "set-counterfactual-rate": (set_counterfactual_rate, plugin_settings.check_counterfactual_rate)}
     parser.add_argument("command", choices=["up", "down", "status", "render", *setters, "filters", "demo"])
     parser.add_argument("value", nargs="?", help="for set-sample-rate, set-counterfactual-rate: the rate, in [0, 1]")
     args = parser.parse_args(argv)

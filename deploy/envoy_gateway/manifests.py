@@ -13,7 +13,7 @@ Files (one directory, which Envoy Gateway's file provider watches):
                         timeout for gRPC streams)
   envoyproxy.yaml       EnvoyProxy: telemetry that exports the wirelens record
                         (OpenTelemetry access log with the attributes of
-                        envoy/render.py RECORD_FIELDS, OpenTelemetry tracing with
+                        envoy/wiring.py RECORD_FIELDS, OpenTelemetry tracing with
                         its span tags); in standalone mode also the Host
                         provider (our Envoy binary) and the admin port
   wirelens-policy.yaml  EnvoyExtensionPolicy: the wasm filter (HTTP code source
@@ -43,7 +43,7 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
-from envoy import render as envoy_render  # RECORD_FIELDS, one source for the record
+from envoy import plugin_settings, wiring  # the record's fields, the filter's settings: one source each
 from wirelens_helpers.settings import read_ports  # the ports-file reader
 
 HERE = Path(__file__).resolve().parent
@@ -190,21 +190,21 @@ def envoy_proxy(inputs: Inputs) -> dict:
                         for name in reversed(FILTERS_AHEAD_OF_WASM)],
         "telemetry": {
             # One OpenTelemetry access-log record per call, with the attributes and
-            # resource of the local stack (envoy/render.py) and the same body.
+            # resource of the local stack (envoy/wiring.py) and the same body.
             "accessLog": {"settings": [{
-                "format": {"text": envoy_render.ACCESS_LOG_BODY,
-                           "json": envoy_render.access_log_attributes()},
+                "format": {"text": wiring.ACCESS_LOG_BODY,
+                           "json": wiring.access_log_attributes()},
                 "sinks": [{"type": "OpenTelemetry",
                            "openTelemetry": {"backendRefs": collector,
-                                             "resourceAttributes": dict(envoy_render.ACCESS_LOG_RESOURCE)}}],
+                                             "resourceAttributes": dict(wiring.ACCESS_LOG_RESOURCE)}}],
             }]},
             # One trace per call, every call; `tags` takes Envoy format strings
             # (the deprecated customTags cannot: only literal, environment, request header).
             "tracing": {
                 "samplingRate": 100,
                 "provider": {"type": "OpenTelemetry", "backendRefs": collector,
-                             "serviceName": envoy_render.ACCESS_LOG_RESOURCE["service.name"]},
-                "tags": envoy_render.span_tag_formats(),
+                             "serviceName": wiring.SERVICE_NAME},
+                "tags": wiring.span_tag_formats(),
             },
         },
     }
@@ -218,17 +218,9 @@ def envoy_proxy(inputs: Inputs) -> dict:
 
 
 def plugin_config(inputs: Inputs) -> dict:
-    config = dict(inputs.plugin_config)
-    if inputs.sample_rate is not None:
-        if not 0 <= inputs.sample_rate <= 1:
-            raise ValueError(f"sample rate {inputs.sample_rate} is not in [0, 1]")
-        config["sample_rate"] = inputs.sample_rate
-    if inputs.counterfactual_rate is not None:
-        config["counterfactual_rate"] = envoy_render.check_counterfactual_rate(inputs.counterfactual_rate)
-    if inputs.counterfactual_max_bytes is not None:
-        config["counterfactual_max_bytes"] = envoy_render.check_counterfactual_max_bytes(
-            inputs.counterfactual_max_bytes)
-    return config
+    return plugin_settings.with_settings(inputs.plugin_config, sample_rate=inputs.sample_rate,
+                                         counterfactual_rate=inputs.counterfactual_rate,
+                                         counterfactual_max_bytes=inputs.counterfactual_max_bytes)
 
 
 def extension_policy(inputs: Inputs) -> dict:
@@ -367,7 +359,6 @@ def load_ports(environ: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    checked = envoy_render.argument_type  # a flag's value through envoy/render.py's check, errors naming the flag
     parser = argparse.ArgumentParser(
         description="Render wirelens' Envoy Gateway resources. Ports come from deploy/envoy_gateway/ports.env "
                     "and deploy/local/ports.env, each overridable by an environment variable of the same name.")
@@ -378,9 +369,9 @@ def main(argv: list[str] | None = None) -> int:
                                            "(default: http://127.0.0.1:$WIRELENS_GATEWAY_WASM_PORT/<file name>)")
     parser.add_argument("--plugin-config", type=Path, default=ROOT / "build" / "opmap.json",
                         help="the operation map (default: build/opmap.json)")
-    parser.add_argument("--sample-rate", metavar="R", type=checked(envoy_render.check_sample_rate, "--sample-rate"),
-                        help="override the plugin config's sample_rate: share of calls recorded, 0..1")
-    envoy_render.add_counterfactual_flags(parser, "the plugin config's, else the filter's")
+    defaults = "the plugin config's, else the filter's"
+    plugin_settings.add_sample_rate_flag(parser, defaults)
+    plugin_settings.add_counterfactual_flags(parser, defaults)
     parser.add_argument("--backend-host", default="127.0.0.1",
                         help="address (IP or DNS name) of the services and the Collector (default 127.0.0.1)")
     parser.add_argument("--standalone-certs", type=Path,

@@ -9,7 +9,7 @@ What comes from where:
   WasmPlugin pluginConfig       the filter's operation map (build/opmap.json, `make proto`;
                                 for your own services: proto/opmap.py on your descriptor set)
                                 and --counterfactual-rate, --counterfactual-max-bytes if given
-  mesh-config envoyOtelAls      the access-log attributes of envoy/render.py RECORD_FIELDS,
+  mesh-config envoyOtelAls      the access-log attributes of envoy/wiring.py RECORD_FIELDS,
     logFormat.labels            name -> Envoy format string, the same as the local stack's
   Telemetry tracing customTags  the record's span tags (RECORD_FIELDS marked as tags)
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from envoy import render as envoy_render  # RECORD_FIELDS, ACCESS_LOG_BODY
+from envoy import plugin_settings, wiring  # the record's fields and body; the filter's settings
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -104,8 +104,7 @@ def telemetry(sampling_percentage: float = 100.0) -> dict:
                 "providers": [{"name": TRACING_PROVIDER}],
                 "match": {"mode": WORKLOAD_MODE},
                 "randomSamplingPercentage": sampling_percentage,
-                "customTags": {name: {"formatter": {"value": fmt}}
-                               for name, fmt, is_tag in envoy_render.RECORD_FIELDS if is_tag},
+                "customTags": {name: {"formatter": {"value": fmt}} for name, fmt in wiring.span_tag_formats().items()},
             }],
         },
     }
@@ -120,8 +119,8 @@ def mesh_config(collector: str = DEFAULT_COLLECTOR, port: int = COLLECTOR_OTLP_P
                 "port": port,
                 "logName": "wirelens",
                 "logFormat": {
-                    "text": envoy_render.ACCESS_LOG_BODY,
-                    "labels": {name: fmt for name, fmt, _ in envoy_render.RECORD_FIELDS},
+                    "text": wiring.ACCESS_LOG_BODY,
+                    "labels": wiring.access_log_attributes(),
                 },
             },
         },
@@ -151,20 +150,16 @@ MESH_CONFIG_INTRO = """\
 def with_settings(plugin_config: dict, counterfactual_rate: float | None = None,
                   counterfactual_max_bytes: int | None = None) -> dict:
     """The plugin configuration with the filter's settings given (None: the map's, else the filter's default)."""
-    config = dict(plugin_config)
-    if counterfactual_rate is not None:
-        config["counterfactual_rate"] = envoy_render.check_counterfactual_rate(counterfactual_rate)
-    if counterfactual_max_bytes is not None:
-        config["counterfactual_max_bytes"] = envoy_render.check_counterfactual_max_bytes(counterfactual_max_bytes)
-    return config
+    return plugin_settings.with_settings(plugin_config, counterfactual_rate=counterfactual_rate,
+                                         counterfactual_max_bytes=counterfactual_max_bytes)
 
 
 def render_all(plugin_config: dict, image: str, sha256: str | None, collector: str) -> dict[str, str]:
     return {
         "wasmplugin.yaml": _dump(wasm_plugin(plugin_config, image, sha256),
                                  "the operation map build/opmap.json, the filter's version"),
-        "telemetry.yaml": _dump(telemetry(), "envoy/render.py RECORD_FIELDS (the span tags)"),
-        "mesh-config.yaml": _dump(mesh_config(collector), "envoy/render.py RECORD_FIELDS and ACCESS_LOG_BODY",
+        "telemetry.yaml": _dump(telemetry(), "envoy/wiring.py RECORD_FIELDS (the span tags)"),
+        "mesh-config.yaml": _dump(mesh_config(collector), "envoy/wiring.py RECORD_FIELDS and ACCESS_LOG_BODY",
                                   MESH_CONFIG_INTRO),
     }
 
@@ -177,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sha256", help="the image's manifest digest (64 hex digits), verified by Istio")
     parser.add_argument("--collector", default=DEFAULT_COLLECTOR,
                         help=f"the Collector's Service host name (default {DEFAULT_COLLECTOR})")
-    envoy_render.add_counterfactual_flags(parser, "the map's, else the filter's")
+    plugin_settings.add_counterfactual_flags(parser, "the map's, else the filter's")
     parser.add_argument("--out-dir", type=Path, default=HERE)
     parser.add_argument("--check", action="store_true", help="compare with the files in --out-dir instead of writing")
     args = parser.parse_args(argv)

@@ -36,7 +36,7 @@ import difflib
 import sys
 from pathlib import Path
 
-from envoy import render
+from envoy import plugin_settings, wiring
 
 from .ecds import update_ecds, write_atomically, write_ecds
 from .edit import inject, remove
@@ -51,23 +51,6 @@ def _collector(value: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise argparse.ArgumentTypeError(f"{value!r}: expected HOST:PORT of the Collector's OTLP/gRPC receiver")
     return host.strip("[]"), int(port)
-
-
-def _grpc_message_bytes(value: str) -> int:
-    try:
-        return render.check_grpc_message_bytes(value, "--grpc-message-bytes")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _rate(value: str) -> float:
-    try:
-        rate = float(value)
-    except ValueError:
-        rate = -1.0
-    if not 0 <= rate <= 1:
-        raise argparse.ArgumentTypeError(f"{value!r}: expected a number in [0, 1]")
-    return rate
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,21 +78,19 @@ def build_parser() -> argparse.ArgumentParser:
     scope.add_argument("--package", action="append", metavar="PKG",
                        help="only services of PKG and its sub-packages (repeatable; default: all but google.*, grpc.*)")
     scope.add_argument("--all-packages", action="store_true", help=argparse.SUPPRESS)
-    what.add_argument("--sample-rate", type=_rate, metavar="R", help="share of calls recorded, 0..1 (default 1)")
-    what.add_argument("--grpc-message-bytes", type=_grpc_message_bytes, metavar="N",
-                      help="most bytes of a grpc-message (which can echo client input) stored, 0..1024; "
-                           "0: never (default 128)")
-    render.add_counterfactual_flags(what)
+    plugin_settings.add_sample_rate_flag(what)
+    plugin_settings.add_grpc_message_bytes_flag(what)
+    plugin_settings.add_counterfactual_flags(what)
     what.add_argument("--wasm", metavar="FILE",
                       help=f"the filter's .wasm (default: {default_wasm}; with --update-ecds: keep the module)")
     where = parser.add_argument_group("where the record goes")
     where.add_argument("--collector", type=_collector, default=("127.0.0.1", 4317), metavar="HOST:PORT",
                        help="the OpenTelemetry Collector's OTLP/gRPC receiver (default 127.0.0.1:4317)")
-    where.add_argument("--access-log", choices=render.ACCESS_LOG_SINKS, default="otlp",
+    where.add_argument("--access-log", choices=wiring.ACCESS_LOG_SINKS, default="otlp",
                        help="otlp: Envoy's OTel access logger to the Collector (default); file: JSON lines for "
                             "logship, nothing lost while the Collector is down")
     where.add_argument("--access-log-path", metavar="FILE", help="with --access-log file: the JSON-lines file")
-    where.add_argument("--service-name", default="wirelens-envoy",
+    where.add_argument("--service-name", default=wiring.SERVICE_NAME,
                        help="service.name of the spans when wirelens adds the tracer (default %(default)s)")
     where.add_argument("--trace-sampling", type=float, default=100.0, metavar="PERCENT",
                        help="share of calls traced when wirelens adds the tracer (default 100)")

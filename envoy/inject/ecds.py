@@ -9,9 +9,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from envoy import render
+from envoy import plugin_settings, wiring
 
-from .edit import counterfactual_note, operation_map, wasm_config
+from .edit import counterfactual_note, operation_map
 from .model import (
     ACCESS_LOG_NAME,
     FILTER_NAME,
@@ -91,23 +91,23 @@ def update_ecds(directory: Path, options: Options, new_wasm: bool) -> tuple[Repo
                 op.pop("request_type", None)
                 op.pop("response_type", None)
         if options.sample_rate is not None:
-            changes.append(f"sample_rate {current.get('sample_rate', 1)} -> {options.sample_rate}")
-            if render.sampled({"sample_rate": options.sample_rate}) != render.sampled(current):
+            changes.append(f"sample_rate {current.get('sample_rate', plugin_settings.SAMPLE_RATE_DEFAULT)} -> {options.sample_rate}")
+            if wiring.sampled({"sample_rate": options.sample_rate}) != wiring.sampled(current):
                 sampling_changed = True
             current["sample_rate"] = options.sample_rate
         if options.grpc_message_bytes is not None:
-            changes.append(f"grpc_message_max_bytes {current.get('grpc_message_max_bytes', 128)} -> "
+            changes.append(f"grpc_message_max_bytes {current.get('grpc_message_max_bytes', plugin_settings.GRPC_MESSAGE_BYTES_DEFAULT)} -> "
                            f"{options.grpc_message_bytes}")
             current["grpc_message_max_bytes"] = options.grpc_message_bytes
         # The counterfactual share changes what the filter computes, not which calls have a record:
         # the access log needs no change (unlike the sample rate's).
         if options.counterfactual_rate is not None:
-            was = current.get("counterfactual_rate", render.COUNTERFACTUAL_RATE_DEFAULT)
+            was = current.get("counterfactual_rate", plugin_settings.COUNTERFACTUAL_RATE_DEFAULT)
             changes.append(f"counterfactual_rate {was:g} -> {options.counterfactual_rate:g}")
             current["counterfactual_rate"] = options.counterfactual_rate
         if options.counterfactual_max_bytes is not None:
             changes.append(f"counterfactual_max_bytes "
-                           f"{current.get('counterfactual_max_bytes', render.COUNTERFACTUAL_MAX_BYTES_DEFAULT)} -> "
+                           f"{current.get('counterfactual_max_bytes', plugin_settings.COUNTERFACTUAL_MAX_BYTES_DEFAULT)} -> "
                            f"{options.counterfactual_max_bytes}")
             current["counterfactual_max_bytes"] = options.counterfactual_max_bytes
         if options.counterfactual_rate is not None:
@@ -117,7 +117,7 @@ def update_ecds(directory: Path, options: Options, new_wasm: bool) -> tuple[Repo
             changes.append(f"module {code.name} -> {new_code.name}")
             code = new_code
         report.note(f"{name}: {', '.join(changes) or 'nothing to change'}")
-        resources[name] = wasm_config(name, json.dumps(current, separators=(",", ":")), code)
+        resources[name] = wiring.wasm_config(name, wiring.plugin_configuration(current), code)
     if unused:
         report.note(unused)
     if sampling_changed:

@@ -6,10 +6,9 @@ the Collector cluster; and the operation map the filter is given.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-from envoy import render
+from envoy import plugin_settings, wiring
 from proto import opmap
 
 from .connection_managers import (
@@ -38,38 +37,15 @@ from .model import (
 
 def plugin_config(options: Options, operation_map: dict, transcoded: bool) -> str:
     """The filter's configuration: operation_map ({"operations", "descriptors"?}, opmap.py's) and the options."""
-    config: dict[str, Any] = {"operations": operation_map["operations"]}
-    if options.sample_rate is not None:
-        config["sample_rate"] = options.sample_rate
-    if options.grpc_message_bytes is not None:
-        config["grpc_message_max_bytes"] = options.grpc_message_bytes
-    if options.counterfactual_rate is not None:
-        config["counterfactual_rate"] = options.counterfactual_rate
-    if options.counterfactual_max_bytes is not None:
-        config["counterfactual_max_bytes"] = options.counterfactual_max_bytes
+    config: dict[str, Any] = plugin_settings.with_settings(
+        {"operations": operation_map["operations"]}, sample_rate=options.sample_rate,
+        grpc_message_max_bytes=options.grpc_message_bytes, counterfactual_rate=options.counterfactual_rate,
+        counterfactual_max_bytes=options.counterfactual_max_bytes)
     if transcoded:
         config["rest_transcoded"] = True
     if "descriptors" in operation_map:
         config["descriptors"] = operation_map["descriptors"]
-    return json.dumps(config, separators=(",", ":"))
-
-
-def wasm_config(name: str, configuration: str, code_path: Path) -> dict:
-    """The envoy.extensions.filters.http.wasm.v3.Wasm of the filter."""
-    return {
-        "@type": WASM_TYPE,
-        "config": {
-            "name": name,
-            "root_id": "wirelens",
-            "failure_policy": "FAIL_OPEN",
-            "configuration": {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": configuration},
-            "vm_config": {
-                "vm_id": "wirelens",
-                "runtime": "envoy.wasm.runtime.v8",
-                "code": {"local": {"filename": str(code_path)}},
-            },
-        },
-    }
+    return wiring.plugin_configuration(config)
 
 
 def filter_entry(options: Options, name: str, typed: dict) -> dict:
@@ -109,7 +85,7 @@ def inject_hcm(site: HcmSite, bootstrap: dict, options: Options, operation_map: 
     code = options.wasm
     if options.ecds_dir is not None:
         code = ecds_wasm_path(options.ecds_dir, options.wasm)
-    typed = wasm_config(name, configuration, code)
+    typed = wiring.wasm_config(name, configuration, code)
     if options.ecds_dir is not None:
         report.ecds_resources[name] = typed
     others = [f.get("name", "?") for f in hcm["http_filters"]]
@@ -129,9 +105,9 @@ def inject_hcm(site: HcmSite, bootstrap: dict, options: Options, operation_map: 
         _put_before(hcm, "access_log", [], "http_filters")
     logs = hcm["access_log"]
     kept = len(logs)
-    # Sampling: unsampled calls have no record, so the log keeps only recorded calls (render.py, "Sampling").
-    recorded_only = render.sampled(json.loads(configuration))
-    logs.append(render.access_logger(options.access_log, options.access_log_path, COLLECTOR_CLUSTER,
+    # Sampling: unsampled calls have no record, so the log keeps only recorded calls (wiring.py, "Sampling").
+    recorded_only = wiring.sampled(json.loads(configuration))
+    logs.append(wiring.access_logger(options.access_log, options.access_log_path, COLLECTOR_CLUSTER,
                                      name=ACCESS_LOG_NAME, recorded_only=recorded_only))
     sink = (f"OTLP/gRPC to {options.collector_host}:{options.collector_port}" if options.access_log == "otlp"
             else f"JSON lines to {options.access_log_path} (ship them with logship)")
@@ -144,18 +120,13 @@ def inject_hcm(site: HcmSite, bootstrap: dict, options: Options, operation_map: 
     if isinstance(tracing, dict) and (tracing.get("provider") or bootstrap_tracer):
         provider = (tracing.get("provider") or {}).get("name") or f"{bootstrap_tracer} (from the bootstrap)"
         tags = tracing.setdefault("custom_tags", [])
-        tags.extend(render.span_tags())
+        tags.extend(wiring.span_tags())
         lines.append(f"  = tracing: kept your tracer {provider}; added custom tags "
-                     f"{', '.join(t['tag'] for t in render.span_tags())}. Its spans go where it sends them: "
+                     f"{', '.join(t['tag'] for t in wiring.span_tags())}. Its spans go where it sends them: "
                      "the Collector's transform/wirelens_record expands wirelens.record when they pass "
                      "through a wirelens Collector")
     else:
-        block = {
-            "random_sampling": {"value": options.trace_sampling},
-            "spawn_upstream_span": False,
-            "provider": render.otel_tracer(COLLECTOR_CLUSTER, options.service_name),
-            "custom_tags": render.span_tags(),
-        }
+        block = wiring.tracing(COLLECTOR_CLUSTER, options.service_name, options.trace_sampling)
         if isinstance(tracing, dict):           # tracing settings without a tracer: ours joins them
             for key, value in block.items():
                 tracing.setdefault(key, value) if key != "custom_tags" else \
@@ -269,7 +240,7 @@ def operation_map(bootstrap: dict, options: Options, report: Report) -> dict:
 
 def counterfactual_note(config: dict) -> str | None:
     """Why a counterfactual rate above 0 sizes nothing in this plugin configuration, or None."""
-    rate = config.get("counterfactual_rate", render.COUNTERFACTUAL_RATE_DEFAULT)
+    rate = config.get("counterfactual_rate", plugin_settings.COUNTERFACTUAL_RATE_DEFAULT)
     if rate > 0 and "descriptors" not in config:
         return (f"counterfactual_rate {rate:g} sizes nothing yet: the filter's configuration carries no message "
                 "schema (descriptors; --descriptor-set, or a grpc_json_transcoder's descriptor, brings it, "
@@ -290,16 +261,16 @@ def inject(doc: Document, options: Options) -> Report:
     remove_cluster(bootstrap)
     if report.injected and (options.access_log == "otlp" or report.tracers_added):
         _clusters(bootstrap, create=True).append(
-            render.otlp_cluster(COLLECTOR_CLUSTER, options.collector_host, options.collector_port))
+            wiring.otlp_cluster(COLLECTOR_CLUSTER, options.collector_host, options.collector_port))
         report.note(f"+ cluster {COLLECTOR_CLUSTER}: the Collector's OTLP/gRPC endpoint "
                     f"{options.collector_host}:{options.collector_port}")
     node = bootstrap.get("node") or {}
     if options.access_log == "file" and report.injected:
-        resource = {**render.ACCESS_LOG_RESOURCE, "log_name": "wirelens",
+        resource = {**wiring.ACCESS_LOG_RESOURCE, "log_name": "wirelens",
                     "node_name": node.get("id", "<--service-node>"), "cluster_name": node.get("cluster", "<--service-cluster>")}
         report.note(f"ship the file to the Collector with logship: bin/logship -file {options.access_log_path} "
                     f"-endpoint {options.collector_host}:{options.collector_port} "
-                    f"-resource {render.resource_flag(resource)}")
+                    f"-resource {wiring.resource_flag(resource)}")
     if options.ecds_dir is not None and report.injected:
         if not (node.get("id") and node.get("cluster")):
             report.note("! ECDS needs a node id and cluster: this bootstrap has none, so start Envoy with "

@@ -8,7 +8,9 @@ import dataclasses
 import hashlib
 from pathlib import Path
 
-FILTER_NAME = "wirelens"
+from envoy import plugin_settings, wiring
+
+FILTER_NAME = wiring.FILTER_NAME
 
 
 TRANSCODED_FILTER_NAME = "wirelens_transcoded"
@@ -26,7 +28,7 @@ COLLECTOR_CLUSTER = "wirelens_otel_collector"
 TAG_PREFIX = "wirelens."
 
 
-WASM_TYPE = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm"
+WASM_TYPE = wiring.WASM_TYPE
 
 
 TYPED_EXTENSION_CONFIG_TYPE = "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig"
@@ -48,7 +50,7 @@ GUIDE = "envoy/INJECT.md"
 
 
 # The filter's settings the options can set (numbers), as the report names them.
-PLUGIN_SETTINGS = ("sample_rate", "grpc_message_max_bytes", "counterfactual_rate", "counterfactual_max_bytes")
+PLUGIN_SETTINGS = tuple(plugin_settings.CHECKS)
 
 
 class InjectError(Exception):

@@ -29,7 +29,7 @@ from tests.e2e.conftest import free_ports
 from wirelens_helpers import clickhouse
 from wirelens_helpers.wait import wait_for
 
-from envoy import render  # the short names the filter publishes the record under
+from envoy import wiring  # the short names the filter publishes the record under
 from wirelens_helpers import programs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -199,7 +199,7 @@ def test_cluster_configs_carry_a_record_into_wirelens_requests(tmp_path, process
 
     # One access-log record, as Envoy writes it (the filter's short names),
     # through logship and the Collector.
-    short = render.record_short_names()
+    short = wiring.record_short_names()
     record = {"wirelens.protocol": "grpc-web", "wirelens.operation": "hello.SayHello",
               "rpc.service": "wirelens.v1.Hello", "rpc.method": "SayHello", "wirelens.streaming": "unary",
               "rpc.grpc.status_code": 0, "wirelens.request.header.size": 311, "http.request.body.size": 17,

@@ -44,7 +44,7 @@ from ruamel.yaml import YAML
 from tests.e2e.conftest import ROOT, rows, stack
 from wirelens_helpers.wait import wait_for
 
-from envoy import render
+from envoy import render, wiring
 
 
 HELLO_REQUEST = b"\x0a\x08wirelens"  # HelloRequest{name: "wirelens"}
@@ -197,7 +197,7 @@ def test_file_sink_config_carries_every_record_field_and_validates(tmp_path):
         (log,) = listener["filter_chains"][0]["filters"][0]["typed_config"]["access_log"]
         line_format = log["typed_config"]["log_format"]["json_format"]
         assert set(line_format) == {"time", "trace_id", "span_id", "body", "attributes"}
-        assert line_format["attributes"] == {name: fmt for name, fmt, _ in render.RECORD_FIELDS}
+        assert line_format["attributes"] == {name: fmt for name, fmt, _ in wiring.RECORD_FIELDS}
     result = subprocess.run([str(stack.envoy_binary()), "--mode", "validate", "-c", str(config),
                              "--disable-hot-restart", "--log-level", "error"],
                             capture_output=True, text=True, timeout=60)

@@ -16,7 +16,7 @@ from google.protobuf import descriptor_pb2
 from ruamel.yaml import YAML
 
 from envoy import inject
-from envoy import render
+from envoy import wiring
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,7 +118,7 @@ def test_filter_goes_first_and_everything_else_stays(tmp_path, wasm, capsys):
     assert [log["name"] for log in hcm["access_log"]] == ["envoy.access_loggers.stdout", "wirelens.access_log"]
     assert hcm["tracing"]["provider"]["typed_config"]["grpc_service"]["envoy_grpc"]["cluster_name"] == \
         "wirelens_otel_collector"
-    assert [t["tag"] for t in hcm["tracing"]["custom_tags"]] == [t["tag"] for t in render.span_tags()]
+    assert [t["tag"] for t in hcm["tracing"]["custom_tags"]] == [t["tag"] for t in wiring.span_tags()]
     assert [c["name"] for c in config["static_resources"]["clusters"]] == ["backend", "wirelens_otel_collector"]
     # The TCP listener is untouched, and every line of the user's file is still there, comments included.
     assert config["static_resources"]["listeners"][1] == load(FRONT_PROXY)["static_resources"]["listeners"][1]
@@ -170,7 +170,7 @@ def test_existing_tracer_is_kept_and_gets_the_tags(tmp_path, wasm, capsys):
     assert code == 0, err
     hcm = hcm_of(json.loads(out))
     assert hcm["tracing"]["provider"] == tracing["provider"]
-    assert [t["tag"] for t in hcm["tracing"]["custom_tags"]] == ["team"] + [t["tag"] for t in render.span_tags()]
+    assert [t["tag"] for t in hcm["tracing"]["custom_tags"]] == ["team"] + [t["tag"] for t in wiring.span_tags()]
     assert "kept your tracer envoy.tracers.zipkin" in err
     # The file sink needs no Collector cluster, and the tracer is the user's: none is added.
     assert [c["name"] for c in json.loads(out)["static_resources"]["clusters"]] == ["backend"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from envoy import render
+from envoy import render, wiring
 from wirelens_helpers import clickhouse  # ClickHouse over HTTP
 from wirelens_helpers.ports import free_port
 from deploy.local import stack
@@ -62,9 +62,9 @@ def test_rendered_envoy_config_carries_every_record_field(tmp_path):
     for hcm in hcms:
         (log,) = hcm["access_log"]
         attributes = {a["key"]: a["value"]["string_value"] for a in log["typed_config"]["attributes"]["values"]}
-        assert attributes == {name: fmt for name, fmt, _ in render.RECORD_FIELDS}
+        assert attributes == {name: fmt for name, fmt, _ in wiring.RECORD_FIELDS}
         tags = {t["tag"]: t["value"] for t in hcm["tracing"]["custom_tags"]}
-        assert tags == {name: fmt for name, fmt, is_tag in render.RECORD_FIELDS if is_tag}
+        assert tags == {name: fmt for name, fmt, is_tag in wiring.RECORD_FIELDS if is_tag}
         wasm = hcm["http_filters"][0]["typed_config"]["config"]
         assert wasm["failure_policy"] == "FAIL_OPEN"
     # The plugin configuration is embedded as one string that decodes back to the JSON.
@@ -81,7 +81,7 @@ def test_file_sink_writes_the_same_attributes_as_json_lines(tmp_path):
     (log,) = config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]["access_log"]
     assert log["typed_config"]["path"] == str(tmp_path / "access.jsonl")
     assert log["typed_config"]["log_format"]["json_format"]["attributes"] == {
-        name: fmt for name, fmt, _ in render.RECORD_FIELDS}
+        name: fmt for name, fmt, _ in wiring.RECORD_FIELDS}
 
 
 def test_render_refuses_a_missing_port(tmp_path):
@@ -131,7 +131,7 @@ def test_the_collector_expands_every_short_name_of_the_record():
     record's one definition) to its attribute, on logs and spans, and makes exactly the integer
     keys (filters/README.md) int span tags."""
     import re
-    short = render.record_short_names()
+    short = wiring.record_short_names()
     assert len(short) == 37 and len(set(short.values())) == 37
     readme = (ROOT / "filters" / "README.md").read_text()
     numbers = re.findall(r"^\| `([a-z_.]+)` \| number \|", readme, re.M)

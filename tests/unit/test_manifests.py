@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envoy import render  # RECORD_FIELDS
+from envoy import wiring  # RECORD_FIELDS
 from wirelens_helpers import programs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -177,13 +177,13 @@ def test_istio_sends_the_same_record_as_the_local_stack():
     providers = {p["name"]: p for p in mesh["extensionProviders"]}
     als = providers["wirelens-otel-als"]["envoyOtelAls"]
     # Attribute name -> Envoy format string: exactly the local stack's access-log attributes.
-    assert als["logFormat"]["labels"] == {name: fmt for name, fmt, _ in render.RECORD_FIELDS}
-    assert als["logFormat"]["text"] == render.ACCESS_LOG_BODY
+    assert als["logFormat"]["labels"] == {name: fmt for name, fmt, _ in wiring.RECORD_FIELDS}
+    assert als["logFormat"]["text"] == wiring.ACCESS_LOG_BODY
     assert als["service"] == providers["wirelens-otel-tracing"]["opentelemetry"]["service"]
     telemetry = load("deploy/istio/telemetry.yaml")["spec"]
     tracing = telemetry["tracing"][0]
     assert {k: v["formatter"]["value"] for k, v in tracing["customTags"].items()} == {
-        name: fmt for name, fmt, is_tag in render.RECORD_FIELDS if is_tag}
+        name: fmt for name, fmt, is_tag in wiring.RECORD_FIELDS if is_tag}
     named = [p["name"] for rule in telemetry["accessLogging"] + telemetry["tracing"] for p in rule["providers"]]
     assert named and all(name in providers for name in named), (named, list(providers))
     # The Collector the providers name is the Service deploy/kubernetes creates.

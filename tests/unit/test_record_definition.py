@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from filters import recordgen
-from envoy import render
+from envoy import wiring
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -140,7 +140,7 @@ def test_envoy_columns_between_the_generated_runs_are_the_tables(tree):
 
 
 def test_the_short_names_come_from_the_table_and_match_the_filters_source():
-    short = render.record_short_names()
+    short = wiring.record_short_names()
     names = (ROOT / recordgen.NAMES_RS).read_text()
     keys = re.findall(r'pub const (\w+): &str = "([^"]+)";', names.split("pub mod wire")[0])
     wire = dict(re.findall(r'pub const (\w+): &str = "([^"]+)";', names.split("pub mod wire")[1]))

@@ -1,7 +1,7 @@
 """The sample rate from the settings to the filter, and the access log that follows it.
 
 Below rate 1 the wirelens access log gets a CEL filter that passes only calls
-carrying the filter's record (envoy/render.py, "Sampling"); at 1 it has none,
+carrying the filter's record (envoy/wiring.py, "Sampling"); at 1 it has none,
 so every call Envoy serves is logged as before. The same holds for configs
 `wirelens inject` writes. Real Envoy runs these configs in
 tests/e2e/test_sampling.py.
@@ -16,7 +16,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from envoy import inject
-from envoy import render
+from envoy import render, wiring
 from deploy.local import stack
 from tests.unit.test_inject import FRONT_PROXY, hcm_of, load, run  # the same user config and helpers
 
@@ -91,7 +91,7 @@ def test_inject_with_a_sample_rate_below_1_filters_its_access_log(tmp_path, caps
     code, out, err = run([str(source), "--wasm", str(wasm), "--sample-rate", "0.1"], capsys)
     assert code == 0, err
     ours = [log for log in hcm_of(load(out))["access_log"] if log["name"] == inject.ACCESS_LOG_NAME]
-    assert [log.get("filter") for log in ours] == [render.recorded_calls_filter()]
+    assert [log.get("filter") for log in ours] == [wiring.recorded_calls_filter()]
     assert "only calls the filter sampled" in err
     (tmp_path / "injected.yaml").write_text(out)
     assert run([str(tmp_path / "injected.yaml"), "--remove"], capsys)[1] == FRONT_PROXY

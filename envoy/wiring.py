@@ -1,0 +1,306 @@
+"""The Envoy config fragments wirelens adds to a proxy: one library for every place that writes them.
+
+The local template (envoy/render.py), `wirelens inject` (envoy/inject.py), the
+Envoy Gateway and Istio renderers (deploy/envoy_gateway/manifests.py,
+deploy/istio/render.py) and every benchmark (bench/harness.py) take the
+filter, the access log, the tracer and the Collector cluster from here.
+A new kind of filter is one new fragment function beside wasm_filter().
+
+The record the wirelens filter publishes (filter state `wasm.wirelens.*`) is
+exported twice by Envoy: as attributes of one access-log record per call, and
+as tags of the call's span. Both lists come from RECORD_FIELDS below, so the
+two can never drift apart.
+
+Where the access-log record goes (ACCESS_LOG_SINKS):
+  file  one JSON line per call appended to a local file, which `logship`
+        (collector/cmd/logship) tails and ships to the Collector, keeping a
+        checkpoint it advances only once the Collector has accepted a batch.
+        Nothing is lost while the Collector is down or restarting: the file is
+        the buffer. The local stack uses this sink.
+  otlp  Envoy's OpenTelemetry access logger, straight to the Collector over
+        gRPC. Simpler (no shipper), but Envoy drops the records of every call
+        made while the Collector is unreachable (stat
+        access_logs.open_telemetry_access_log.logs_dropped).
+
+Sampling: with the filter's sample_rate below 1 the access logger gets a CEL
+filter (RECORDED_CALL) that logs only the calls carrying the record. An
+unsampled call publishes nothing, and its line would travel the whole
+pipeline (file, logship, Collector, otel.otel_logs) only for the
+materialized view to drop it: at 0.1, nine lines in ten. At 1 there is no
+filter and every call Envoy serves is logged, also one that never reached the
+filter (a request the connection manager refused, the filter failed open).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def _filter_state(key: str) -> str:
+    return f"%FILTER_STATE(wasm.wirelens.{key}:PLAIN)%"
+
+
+# (attribute name, Envoy format string, also a span tag?)
+# The filter's own fields travel packed in wirelens.record (one JSON object,
+# one set_property per call); the Collector
+# expands it into attributes and span tags (collector/config.yaml,
+# transform/wirelens_record). Names follow OpenTelemetry semantic
+# conventions where one exists, wirelens.* otherwise.
+RECORD_FIELDS: list[tuple[str, str, bool]] = [
+    ("wirelens.record", _filter_state("record"), True),
+    # What Envoy itself knows about the call.
+    ("wirelens.run_id", "%REQ(X-WIRELENS-RUN)%", True),
+    # The stack that served the call (go, python): its upstream cluster's metadata.
+    ("wirelens.stack", "%CLUSTER_METADATA(wirelens:stack)%", True),
+    ("wirelens.request_id", "%REQ(X-REQUEST-ID)%", False),
+    ("http.request.method", "%REQ(:METHOD)%", False),
+    ("http.response.status_code", "%RESPONSE_CODE%", False),
+    ("network.protocol.version", "%PROTOCOL%", False),
+    ("envoy.duration_ms", "%DURATION%", False),
+    ("envoy.bytes_received", "%BYTES_RECEIVED%", False),
+    ("envoy.bytes_sent", "%BYTES_SENT%", False),
+    ("envoy.upstream_service_time_ms", "%RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)%", False),
+    ("envoy.response_flags", "%RESPONSE_FLAGS%", False),
+    # The gRPC status Envoy read from the trailers (or a trailers-only
+    # response): the record leaves it out when the filter only sized them.
+    ("envoy.grpc_status", "%GRPC_STATUS(NUMBER)%", False),
+    ("envoy.upstream_host", "%UPSTREAM_HOST%", False),
+    ("envoy.upstream_protocol", "%UPSTREAM_PROTOCOL%", False),
+    ("envoy.request_duration_ms", "%REQUEST_DURATION%", False),
+    ("envoy.response_duration_ms", "%RESPONSE_DURATION%", False),
+    ("envoy.response_tx_duration_ms", "%RESPONSE_TX_DURATION%", False),
+    # Header bytes as Envoy's codec counts them: for HTTP/2 on the wire these
+    # are HPACK-compressed; REQUEST_HEADERS_BYTES is the uncompressed size.
+    ("envoy.request_headers_bytes", "%REQUEST_HEADERS_BYTES%", False),
+    ("envoy.response_headers_bytes", "%RESPONSE_HEADERS_BYTES%", False),
+    ("envoy.downstream_header_bytes_received", "%DOWNSTREAM_HEADER_BYTES_RECEIVED%", False),
+    ("envoy.downstream_header_bytes_sent", "%DOWNSTREAM_HEADER_BYTES_SENT%", False),
+    ("envoy.downstream_wire_bytes_received", "%DOWNSTREAM_WIRE_BYTES_RECEIVED%", False),
+    ("envoy.downstream_wire_bytes_sent", "%DOWNSTREAM_WIRE_BYTES_SENT%", False),
+    # The downstream connection, so a connection's requests can be ordered
+    # (header compression over a connection's life).
+    ("envoy.connection_id", "%CONNECTION_ID%", False),
+]
+
+
+def record_short_names() -> dict[str, str]:
+    """Attribute name -> the short name the filter publishes it under in wirelens.record, in record order.
+
+    From the record's one definition, filters/record.yaml (filters/recordgen.py,
+    which generates the filter's names.rs and the Collector's expansion from
+    it); for fixtures that play the filter's part (bench/ingest.py, tests) and
+    the Collector config check.
+    """
+    from filters import recordgen  # noqa: PLC0415  (imported on use: the record's generator reads YAML)
+
+    return recordgen.short_names()
+
+
+ACCESS_LOG_SINKS = ("otlp", "file")
+
+# The resource of every access-log record. The OTel access logger adds
+# log_name, node_name, cluster_name (the node below) to what it is given;
+# for the `file` sink logship adds all of them (its -resource flag, see
+# resource_flag()), so the records are the same either way.
+SERVICE_NAME = "wirelens-envoy"
+ACCESS_LOG_RESOURCE = {"service.name": SERVICE_NAME}
+FILE_SINK_RESOURCE = {**ACCESS_LOG_RESOURCE, "log_name": "wirelens", "node_name": "wirelens-local",
+                      "cluster_name": "wirelens"}
+# No path: its query string and its segments (/v1/people/{email}) can carry
+# user data, and wirelens stores no header value or body byte (README,
+# "Guarantees"); the call's operation comes from the filter's record.
+ACCESS_LOG_BODY = "%REQ(:METHOD)% %PROTOCOL% %RESPONSE_CODE%"
+
+# True for a call whose record the filter published. CEL sees filter state as
+# a map from name to the object's serialized bytes; the filter's set_property
+# of `wirelens.record` becomes the object `wasm.wirelens.record`.
+RECORDED_CALL = "'wasm.wirelens.record' in filter_state"
+CEL_FILTER = "envoy.access_loggers.extension_filters.cel"
+
+OTEL_COLLECTOR_CLUSTER = "otel_collector"
+
+
+def access_log_line_format() -> dict:
+    """The JSON object Envoy's file access logger writes per call (one line each).
+
+    logship turns each line into one OTLP log record: `time` (the request's
+    start, epoch seconds with nanoseconds, as the OTel access logger stamps
+    it), `trace_id`/`span_id` (the call's span), `body`, and `attributes`,
+    carrying exactly the attributes of the OTel access logger's record.
+    """
+    return {
+        "time": "%START_TIME(%s.%9f)%",
+        "trace_id": "%TRACE_ID%",
+        "span_id": "%SPAN_ID%",
+        "body": ACCESS_LOG_BODY,
+        "attributes": access_log_attributes(),
+    }
+
+
+def access_log_attributes() -> dict[str, str]:
+    """Every access-log attribute of the record: name -> Envoy format string (RECORD_FIELDS)."""
+    return {name: fmt for name, fmt, _ in RECORD_FIELDS}
+
+
+def span_tag_formats() -> dict[str, str]:
+    """The span tags of the record as name -> Envoy format string (Envoy Gateway's `tracing.tags`)."""
+    return {name: fmt for name, fmt, is_tag in RECORD_FIELDS if is_tag}
+
+
+def resource_flag(resource: dict[str, str] | None = None) -> str:
+    """The access-log resource as logship's -resource value (k=v,k=v)."""
+    return ",".join(f"{k}={v}" for k, v in (resource or FILE_SINK_RESOURCE).items())
+
+
+def recorded_calls_filter() -> dict:
+    """The access_log `filter` that passes only calls carrying the record (Envoy's CEL extension filter)."""
+    return {"extension_filter": {
+        "name": CEL_FILTER,
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.access_loggers.filters.cel.v3.ExpressionFilter",
+            "expression": RECORDED_CALL,
+        },
+    }}
+
+
+def sampled(plugin_config: dict) -> bool:
+    """Whether a filter configuration records fewer than all calls (a sample_rate below 1)."""
+    rate = plugin_config.get("sample_rate")
+    return isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate < 1
+
+
+def access_logger(sink: str, path: str | None = None, cluster: str = OTEL_COLLECTOR_CLUSTER,
+                  name: str | None = None, resource: dict[str, str] | None = None,
+                  recorded_only: bool = False) -> dict:
+    """One HCM access_log entry that carries the record: `file` (JSON lines for logship) or `otlp`.
+
+    recorded_only adds recorded_calls_filter(): for a filter that samples
+    (sample_rate < 1), whose unsampled calls have no record to log.
+    """
+    entry = _access_logger(sink, path, cluster, name, resource)
+    if recorded_only:
+        entry["filter"] = recorded_calls_filter()
+    return entry
+
+
+def _access_logger(sink: str, path: str | None, cluster: str, name: str | None,
+                   resource: dict[str, str] | None) -> dict:
+    if sink == "file":
+        if not path:
+            raise ValueError("the file access-log sink needs a path")
+        return {
+            "name": name or "envoy.access_loggers.file",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog",
+                "path": path,
+                "log_format": {"json_format": access_log_line_format()},
+            },
+        }
+    if sink == "otlp":
+        return {
+            "name": name or "envoy.access_loggers.open_telemetry",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.access_loggers.open_telemetry.v3."
+                         "OpenTelemetryAccessLogConfig",
+                "log_name": "wirelens",
+                "grpc_service": {"envoy_grpc": {"cluster_name": cluster}, "timeout": "2s"},
+                "buffer_flush_interval": "0.2s",
+                "resource_attributes": {"values": [
+                    {"key": k, "value": {"string_value": v}}
+                    for k, v in (resource or ACCESS_LOG_RESOURCE).items()]},
+                "body": {"string_value": ACCESS_LOG_BODY},
+                "attributes": {"values": [
+                    {"key": key, "value": {"string_value": fmt}} for key, fmt in access_log_attributes().items()]},
+            },
+        }
+    raise ValueError(f"access-log sink {sink!r}: expected one of {', '.join(ACCESS_LOG_SINKS)}")
+
+
+def span_tags() -> list[dict]:
+    """The tracer's custom_tags that put the record on the call's span."""
+    return [{"tag": name, "value": fmt} for name, fmt in span_tag_formats().items()]
+
+
+def otel_tracer(cluster: str = OTEL_COLLECTOR_CLUSTER, service_name: str = SERVICE_NAME) -> dict:
+    """The HCM tracing provider: Envoy's OpenTelemetry tracer, OTLP/gRPC to the Collector."""
+    return {
+        "name": "envoy.tracers.opentelemetry",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.config.trace.v3.OpenTelemetryConfig",
+            "service_name": service_name,
+            "grpc_service": {"envoy_grpc": {"cluster_name": cluster}, "timeout": "2s"},
+        },
+    }
+
+
+def tracing(cluster: str = OTEL_COLLECTOR_CLUSTER, service_name: str = SERVICE_NAME,
+            sampling: float = 100) -> dict:
+    """An HCM's `tracing`: every call (sampling %) traced by otel_tracer(), the record's span tags on it."""
+    return {
+        "random_sampling": {"value": sampling},
+        "spawn_upstream_span": False,
+        "provider": otel_tracer(cluster, service_name),
+        "custom_tags": span_tags(),
+    }
+
+
+def http2_upstream() -> dict:
+    """A cluster's typed_extension_protocol_options: HTTP/2 to the upstream (gRPC, OTLP/gRPC)."""
+    return {
+        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+            "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+            "explicit_http_config": {"http2_protocol_options": {}},
+        },
+    }
+
+
+def otlp_cluster(name: str, host: str, port: int) -> dict:
+    """A cluster for the Collector's OTLP/gRPC port (HTTP/2; DNS names resolved by Envoy)."""
+    is_ip = all(part.isdigit() for part in host.split(".")) or ":" in host
+    return {
+        "name": name,
+        "type": "STATIC" if is_ip else "STRICT_DNS",
+        "connect_timeout": "1s",
+        "typed_extension_protocol_options": http2_upstream(),
+        "load_assignment": {
+            "cluster_name": name,
+            "endpoints": [{"lb_endpoints": [
+                {"endpoint": {"address": {"socket_address": {"address": host, "port_value": port}}}}]}],
+        },
+    }
+
+
+# ---------------------------------------------------------------- the filter
+
+FILTER_NAME = "wirelens"              # the http_filters entry, and the wasm root context
+WASM_TYPE = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm"
+
+
+def plugin_configuration(config: dict) -> str:
+    """The filter's plugin configuration as Envoy passes it to the filter: compact JSON."""
+    return json.dumps(config, separators=(",", ":"))
+
+
+def wasm_config(name: str, configuration: str, code_path: Path | str) -> dict:
+    """The envoy.extensions.filters.http.wasm.v3.Wasm of the filter: fails open, module from a local file."""
+    return {
+        "@type": WASM_TYPE,
+        "config": {
+            "name": name,
+            "root_id": FILTER_NAME,
+            "failure_policy": "FAIL_OPEN",
+            "configuration": {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": configuration},
+            "vm_config": {
+                "vm_id": FILTER_NAME,
+                "runtime": "envoy.wasm.runtime.v8",
+                "code": {"local": {"filename": str(code_path)}},
+            },
+        },
+    }
+
+
+def wasm_filter(configuration: str, code_path: Path | str, name: str = FILTER_NAME,
+                config_name: str | None = None) -> dict:
+    """The http_filters entry of the wasm filter (config_name: the Wasm config's name, default `name`)."""
+    return {"name": name, "typed_config": wasm_config(config_name or name, configuration, code_path)}
