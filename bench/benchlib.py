@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 from deploy.local import stack
+from wirelens_helpers.wait import WaitTimeout, wait_for
 from wirelens_helpers.ports import free_ports  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,17 +120,13 @@ def run_tool(argv: Sequence[str], timeout_s: float, tag: str = "") -> ToolResult
     with open(out_path, "w") as out, open(err_path, "w") as err:
         proc = subprocess.Popen(list(argv), stdout=out, stderr=err, stdin=subprocess.DEVNULL)
         timed_out = False
-        deadline = start + timeout_s
-        while True:
-            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                timed_out = True
-                proc.kill()
-                pid, status, rusage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.02)
+        try:  # wait4: the tool's own CPU time (rusage) with its exit status
+            _, status, rusage = wait_for(f"{argv[0]} to finish", lambda: os.wait4(proc.pid, os.WNOHANG),
+                                         lambda waited: waited[0], timeout_s=timeout_s, interval_s=0.02)
+        except WaitTimeout:
+            timed_out = True
+            proc.kill()
+            _, status, rusage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - start
     return ToolResult(proc.returncode, out_path.read_text(errors="replace"),

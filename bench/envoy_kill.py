@@ -32,6 +32,7 @@ import grpc
 from bench import benchlib
 from bench.benchlib import ROOT
 from deploy.local import stack
+from wirelens_helpers.wait import WaitTimeout, wait_for
 
 
 JSON_OUT = ROOT / "build" / "bench" / "envoy_kill.json"
@@ -100,16 +101,20 @@ def one_run(flush_ms: int, rate: float, seconds: float) -> dict:
         traffic.join(timeout=10)
         answered = traffic.answered
         # Everything Envoy wrote is in the file now; wait until logship shipped it and the rows are in.
-        deadline, rows, last_change, previous = time.monotonic() + 60, 0, time.monotonic(), -1
-        while time.monotonic() < deadline:
+        seen = {"rows": 0, "since": time.monotonic()}  # the row count and since when it has not changed
+
+        def settled() -> bool:
             progress = stack.logship_progress(settings) or {}
             rows = int(stack.clickhouse_query(
                 settings, f"SELECT count() FROM wirelens.requests FINAL WHERE run_id = '{run_id}'").strip())
-            if rows != previous:
-                previous, last_change = rows, time.monotonic()
-            if progress.get("pending_bytes", 1) == 0 and time.monotonic() - last_change > 3:
-                break
-            time.sleep(0.2)  # polling interval under a deadline
+            if rows != seen["rows"]:
+                seen.update(rows=rows, since=time.monotonic())
+            return progress.get("pending_bytes", 1) == 0 and time.monotonic() - seen["since"] > 3
+        try:
+            wait_for("logship to ship everything and the rows to settle", settled, timeout_s=60, interval_s=0.2)
+        except WaitTimeout:
+            pass  # counted as lost below
+        rows = seen["rows"]
         return {"flush_ms": flush_ms, "rate": rate, "answered": answered, "answered_before_kill": answered_before,
                 "rows": rows, "lost": answered - rows, "lost_ms_of_traffic": (answered - rows) / rate * 1000}
     finally:

@@ -46,7 +46,6 @@ import re
 import shutil
 import statistics
 import string
-import subprocess
 import sys
 import tempfile
 import time
@@ -56,6 +55,8 @@ from bench import benchlib
 from bench.benchlib import ROOT
 from wirelens_helpers import clickhouse  # ClickHouse over HTTP
 from deploy.local import stack  # split_sql, as `make up` applies the schema
+from wirelens_helpers import supervise
+from wirelens_helpers.wait import WaitTimeout, wait_for
 
 
 QUERIES = ROOT / "queries"
@@ -245,30 +246,25 @@ class ScratchClickHouse:
         self.dir = Path(tempfile.mkdtemp(prefix="wirelens-query-speed-"))
         self.tcp_port, self.http_port = benchlib.free_ports(2)
         self.url = f"http://127.0.0.1:{self.http_port}"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self, timeout_s: float = 60.0) -> None:
-        self.log_file = open(self.dir / "clickhouse.log", "w")
-        self.proc = subprocess.Popen(
+        self.process = supervise.Supervised(
+            "scratch ClickHouse",
             [sys.executable, "-m", "deploy.local.clickhouse_server",
              "--data-dir", str(self.dir / "data"), "--run-dir", str(self.dir),
              "--tcp-port", str(self.tcp_port), "--http-port", str(self.http_port)],
-            stdout=self.log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT)
-        deadline = time.monotonic() + timeout_s
-        while True:
+            self.dir / "clickhouse.log", cwd=ROOT, new_session=False)
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        self.process.start()
+
+        def answers() -> bool:
             try:
-                if query(self.url, "SELECT 1").strip() == "1":
-                    return
+                return query(self.url, "SELECT 1").strip() == "1"
             except Broken:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise Broken(f"scratch ClickHouse did not start; see {self.dir / 'clickhouse.log'}")
-            time.sleep(0.2)  # polling interval while waiting on a deadline
+                return False
+        self.process.wait_ready(answers, timeout_s=timeout_s, interval_s=0.2, error=Broken)
 
     def stop(self) -> None:
-        if self.proc is not None:
-            benchlib.stop_process(self.proc, grace_s=20)
-            self.log_file.close()
+        self.process.stop(grace_s=20)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -321,12 +317,12 @@ def load(url: str, rows: int, start: dt.datetime, batches: int = 10) -> float:
 
 
 def wait_for_merges(url: str, timeout_s: float = 300.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while query(url, "SELECT count() FROM system.merges WHERE database = 'wirelens'").strip() != "0":
-        if time.monotonic() > deadline:
-            log("  merges still running; timing anyway")
-            return
-        time.sleep(1)  # polling interval while waiting on a deadline
+    try:
+        wait_for("merges to finish",
+                 lambda: query(url, "SELECT count() FROM system.merges WHERE database = 'wirelens'").strip() == "0",
+                 timeout_s=timeout_s, interval_s=1)
+    except WaitTimeout:
+        log("  merges still running; timing anyway")
 
 
 # ------------------------------------------------------------------ timing
@@ -431,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"starting a scratch ClickHouse on 127.0.0.1:{server.http_port} in {server.dir}")
             server.start()
             url = server.url
-            pid = engine_pid(server.proc.pid)
+            pid = engine_pid(server.process.pid)
         result["meta"]["clickhouse_version"] = query(url, "SELECT version()").strip()
         if not args.skip_load:
             create_schema(url)

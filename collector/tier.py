@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from deploy.local import stack
+from wirelens_helpers.wait import WaitTimeout, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -119,14 +120,14 @@ def kill(tier: Tier, name: str) -> str:
     # The process group is gone, but its listening sockets can outlive it for a
     # moment (seen here: the port still in LISTEN with no owner right after
     # SIGKILL). Done only once they are released, so a restart can bind them.
-    deadline = time.monotonic() + 10.0
     for variable in PORT_VARIABLES:
         port = int(tier.members[name][variable])
-        while stack.port_holder(port):
-            if time.monotonic() > deadline:
-                raise stack.StackError(f"{name}: port {port} ({variable}) still taken by "
-                                       f"{stack.port_holder(port)} 10s after SIGKILL")
-            time.sleep(0.05)  # polling interval under a deadline
+        try:
+            wait_for(f"port {port} to be released", lambda: not stack.port_holder(port), timeout_s=10.0,
+                     interval_s=0.05)
+        except WaitTimeout:
+            raise stack.StackError(f"{name}: port {port} ({variable}) still taken by "
+                                   f"{stack.port_holder(port)} 10s after SIGKILL") from None
     return outcome
 
 

@@ -20,6 +20,7 @@ from typing import Any, Callable
 from wirelens_helpers import clickhouse  # ClickHouse over HTTP
 from wirelens_helpers.settings import clickhouse_url
 from deploy.local import stack
+from wirelens_helpers.wait import WaitTimeout, wait_for
 
 
 HERE = Path(__file__).resolve().parent
@@ -137,14 +138,14 @@ def wait_for_rows(settings: dict[str, str], expected: dict[str, int], timeout_s:
     sql = ("SELECT run_id, count() AS n FROM wirelens.requests FINAL "
            "WHERE run_id IN {runs:Array(String)} GROUP BY run_id "
            "SETTINGS output_format_json_quote_64bit_integers = 0")
-    deadline = time.monotonic() + timeout_s
-    while True:
-        seen = {r["run_id"]: int(r["n"]) for r in ch_rows(settings, sql, {"runs": ch_array(list(expected))})}
-        if all(seen.get(run, 0) == n for run, n in expected.items()):
-            return seen
-        if time.monotonic() > deadline:
-            return seen
-        time.sleep(0.5)  # polling interval while waiting on a deadline
+
+    def rows() -> dict[str, int]:
+        return {r["run_id"]: int(r["n"]) for r in ch_rows(settings, sql, {"runs": ch_array(list(expected))})}
+    try:
+        return wait_for("every run's rows", rows, lambda seen: all(seen.get(run, 0) == n for run, n in expected.items()),
+                        timeout_s=timeout_s, interval_s=0.5)
+    except WaitTimeout as exc:
+        return exc.last_seen
 
 
 def per_run(settings: dict[str, str], run_ids: list[str]) -> dict[str, dict]:

@@ -15,7 +15,6 @@ import datetime as dt
 import json
 import subprocess
 import sys
-import time
 import urllib.parse
 import uuid
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 from deploy.local import clickhouse_users
 from wirelens_helpers import clickhouse  # ClickHouse over HTTP
 from deploy.local import stack
+from wirelens_helpers.wait import WaitTimeout, wait_for
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -113,17 +113,18 @@ def wait_for_rows(settings: dict[str, str], run_id: str, expected: dict[str, int
     """Poll ClickHouse until each protocol has its calls as rows, or say which are missing."""
     sql = ("SELECT protocol, count() FROM wirelens.requests FINAL "
            f"WHERE run_id = '{run_id}' GROUP BY protocol FORMAT TSV")
-    deadline = time.monotonic() + timeout_s
-    while True:
-        seen = {p: int(n) for p, n in (line.split("\t") for line in
+
+    def rows() -> dict[str, int]:
+        return {p: int(n) for p, n in (line.split("\t") for line in
                                        stack.clickhouse_query(settings, sql).splitlines() if line)}
-        if all(seen.get(p, 0) >= n for p, n in expected.items()):
-            return
-        if time.monotonic() > deadline:
-            missing = {p: f"{seen.get(p, 0)}/{n}" for p, n in expected.items() if seen.get(p, 0) < n}
-            raise stack.StackError(f"calls still missing from wirelens.requests after {timeout_s:.0f}s "
-                                   f"(rows/sent): {missing}; check {stack.log_path(settings, 'collector')}")
-        time.sleep(0.25)  # polling interval while waiting on a deadline
+    try:
+        wait_for("the demo's calls as rows", rows, lambda seen: all(seen.get(p, 0) >= n for p, n in expected.items()),
+                 timeout_s=timeout_s, interval_s=0.25)
+    except WaitTimeout as exc:
+        seen = exc.last_seen
+        missing = {p: f"{seen.get(p, 0)}/{n}" for p, n in expected.items() if seen.get(p, 0) < n}
+        raise stack.StackError(f"calls still missing from wirelens.requests after {timeout_s:.0f}s "
+                               f"(rows/sent): {missing}; check {stack.log_path(settings, 'collector')}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
