@@ -1,0 +1,77 @@
+"""The schema step: queries/schema/*.sql applied to the stack's ClickHouse (or its cluster form).
+
+    schema_statements   the statements, ${...} filled in; with WIRELENS_CLICKHOUSE_CLUSTER,
+                        their cluster form (queries/schema/cluster/cluster_schema.py)
+    split_sql           a DDL file's statements
+    apply_schema        run them (idempotent: IF NOT EXISTS, CREATE OR REPLACE, MODIFY TTL)
+    apply_schema_when_ready
+                        after the Collector is up: wait for its otel_logs, then apply
+"""
+
+from __future__ import annotations
+
+import string
+
+from deploy.local.settings import READY_TIMEOUT_S, StackError, log_path, schema_mode
+from queries.schema.cluster import cluster_schema
+from wirelens_helpers import ROOT, clickhouse
+from wirelens_helpers.settings import clickhouse_url
+from wirelens_helpers.wait import WaitTimeout, wait_for
+
+
+def clickhouse_query(settings: dict[str, str], sql: str, timeout: float = 30.0) -> str:
+    url = clickhouse_url(settings)
+    try:
+        return clickhouse.post(url, sql, timeout=timeout)
+    except clickhouse.UnreachableError as exc:
+        raise StackError(str(exc)) from exc
+    except clickhouse.QueryError as exc:
+        raise StackError(f"{exc}\n--- statement ---\n{sql}") from exc
+
+
+def apply_schema_when_ready(settings: dict[str, str]) -> None:
+    """Our tables and views depend on the exporter's otel_logs, created when the Collector starts."""
+    try:
+        wait_for("otel.otel_logs", lambda: clickhouse_query(settings, "EXISTS TABLE otel.otel_logs").strip() == "1",
+                 timeout_s=READY_TIMEOUT_S, interval_s=0.2)
+    except WaitTimeout:
+        raise StackError("collector: otel.otel_logs was not created in ClickHouse within "
+                         f"{READY_TIMEOUT_S:.0f}s; see {log_path(settings, 'collector')}") from None
+    apply_schema(settings)
+
+
+def apply_schema(settings: dict[str, str]) -> None:
+    for statement in schema_statements(settings):
+        clickhouse_query(settings, statement)
+
+
+def schema_statements(settings: dict[str, str]) -> list[str]:
+    """queries/schema/*.sql in file order with ${...} filled in; with WIRELENS_CLICKHOUSE_CLUSTER
+    set, their cluster form (_local tables, Distributed tables, ON CLUSTER; cluster_schema.py)."""
+    statements = []
+    for path in sorted((ROOT / "queries" / "schema").glob("*.sql")):
+        text = string.Template(path.read_text()).substitute(
+            WIRELENS_REQUESTS_TTL_DAYS=settings["WIRELENS_REQUESTS_TTL_DAYS"])
+        statements += split_sql(text)
+    cluster, replicated, on_cluster = schema_mode(settings)
+    if cluster:
+        statements = cluster_schema.cluster_statements(statements, cluster, replicated, on_cluster)
+    return statements
+
+
+def split_sql(text: str) -> list[str]:
+    """Statements of a DDL file: split on ';' at line ends, comments dropped."""
+    statements, current = [], []
+    for line in text.splitlines():
+        if line.strip().startswith("--"):
+            continue
+        current.append(line)
+        if line.rstrip().endswith(";"):
+            statement = "\n".join(current).strip().rstrip(";").strip()
+            if statement:
+                statements.append(statement)
+            current = []
+    tail = "\n".join(current).strip()
+    if tail:
+        statements.append(tail)
+    return statements
