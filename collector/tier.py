@@ -48,7 +48,7 @@ def _component(name: str) -> stack.Component:
     config = AGENT_CONFIG if name == AGENT else GATEWAY_CONFIG
     return stack.Component(
         name=name,
-        command=lambda s: [stack._require(stack.BIN / "otelcol-wirelens", "run `make collector`"),
+        command=lambda s: [stack.require(stack.BIN / "otelcol-wirelens", "run `make collector`"),
                            "--config", str(config)],
         ports=PORT_VARIABLES,
         ready=lambda s: stack.http_ok(f"http://127.0.0.1:{s['WIRELENS_COLLECTOR_HEALTH_PORT']}/"),
