@@ -26,16 +26,15 @@ import dataclasses
 import json
 import os
 import signal
-import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Callable
 from xml.sax.saxutils import escape
 
-from deploy.local import stack  # free ports, process groups
+from deploy.local import stack  # free_ports (replication_probe.py takes it from here)
+from wirelens_helpers import supervise
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = "deploy.local.clickhouse_server"  # run as a module from the checkout root
@@ -142,28 +141,23 @@ class LocalCluster:
         Path(node.dir).mkdir(parents=True, exist_ok=True)
         extra = Path(node.dir) / "cluster.xml"
         extra.write_text(self.node_config(node))
-        with open(node.log, "ab") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", SERVER, "--data-dir", str(Path(node.dir) / "data"), "--run-dir", node.dir,
-                 "--tcp-port", str(node.tcp_port), "--http-port", str(node.http_port), "--extra-config", str(extra)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd=ROOT)
-        node.pid = process.pid
+        process = supervise.Supervised(
+            f"node {node.name}",
+            [sys.executable, "-m", SERVER, "--data-dir", str(Path(node.dir) / "data"), "--run-dir", node.dir,
+             "--tcp-port", str(node.tcp_port), "--http-port", str(node.http_port), "--extra-config", str(extra)],
+            node.log, cwd=ROOT, log_mode="append")
+        node.pid = process.start().pid
         self._processes = getattr(self, "_processes", {})
         self._processes[node.name] = process
 
     def wait_ready(self, node: Node, timeout_s: float = READY_TIMEOUT_S) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
+        def answers() -> bool:
             try:
-                if query(node.url, "SELECT 1", timeout=2).strip() == "1":
-                    return
+                return query(node.url, "SELECT 1", timeout=2).strip() == "1"
             except ClusterError:
-                pass
-            process = getattr(self, "_processes", {}).get(node.name)
-            if (process and process.poll() is not None) or time.monotonic() > deadline:
-                raise ClusterError(f"node {node.name} (http {node.http_port}, tcp {node.tcp_port}) did not answer "
-                                   f"within {timeout_s:.0f}s; log {node.log}:\n{tail(node.log)}")
-            time.sleep(0.1)  # polling interval while waiting on a deadline
+                return False
+        self._processes[node.name].wait_ready(answers, timeout_s=timeout_s, interval_s=0.1, error=ClusterError,
+                                              detail=f"http {node.http_port}, tcp {node.tcp_port}")
 
     def engine_pid(self, node: Node) -> int | None:
         """The engine process under the node's supervisor (None while it is being restarted)."""
@@ -183,20 +177,14 @@ class LocalCluster:
         return pid
 
     def down(self, grace_s: float = 20.0) -> None:
-        for node in self.nodes:
-            if node.pid:
-                stack.signal_group(node.pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        for node in self.nodes:
-            if not node.pid:
-                continue
-            while stack.group_alive(node.pid) and time.monotonic() < deadline:
-                time.sleep(0.05)  # polling interval while waiting on a deadline
-            if stack.group_alive(node.pid):
-                stack.signal_group(node.pid, signal.SIGKILL)
+        running = [node for node in self.nodes if node.pid]
+        for node in running:  # every node at once, then wait for each
+            supervise.signal_group(node.pid, signal.SIGTERM)
+        for node in running:
+            supervise.stop_group(node.pid, grace_s)  # gone already, else SIGKILL after grace_s
             process = getattr(self, "_processes", {}).get(node.name)
             if process:
-                process.wait(timeout=grace_s)
+                process.process.wait(timeout=grace_s)
             node.pid = None
         (self.base_dir / "cluster.json").unlink(missing_ok=True)
 
@@ -218,13 +206,6 @@ class LocalCluster:
             Path(base_dir).resolve(), state["name"], None, "", None
         cluster.nodes = [Node(**n) for n in state["nodes"]]
         return cluster
-
-
-def tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 def main(argv: list[str] | None = None) -> int:

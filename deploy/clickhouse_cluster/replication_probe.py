@@ -20,14 +20,13 @@ from __future__ import annotations
 import argparse
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from deploy.clickhouse_cluster.cluster import ClusterError, LocalCluster, query, stack
+from deploy.clickhouse_cluster.cluster import ClusterError, LocalCluster, query
 from deploy.local import stack
+from wirelens_helpers import supervise
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -45,7 +44,7 @@ def four_letter(port: int, command: str) -> dict[str, str]:
     return dict(line.split("\t", 1) for line in answer.decode().splitlines() if "\t" in line)
 
 
-def start_zookeeper(work: Path) -> tuple[subprocess.Popen, int]:
+def start_zookeeper(work: Path) -> tuple[supervise.Supervised, int]:
     if not any(ZOOKEEPER_LIB.glob("zookeeper-*.jar")):
         raise ClusterError(f"no ZooKeeper jars in {ZOOKEEPER_LIB}: run `make zookeeper`")
     java = shutil.which("java")
@@ -56,22 +55,23 @@ def start_zookeeper(work: Path) -> tuple[subprocess.Popen, int]:
     (work / "zoo.cfg").write_text(
         f"tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir={work / 'zkdata'}\nclientPort={port}\n"
         "clientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=ruok,mntr\n")
-    log = open(work / "zookeeper.log", "wb")
-    process = subprocess.Popen(
-        [java, "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", f"{ZOOKEEPER_LIB}/*",
-         "org.apache.zookeeper.server.ZooKeeperServerMain", str(work / "zoo.cfg")],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while True:
+    process = supervise.Supervised(
+        "ZooKeeper", [java, "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", f"{ZOOKEEPER_LIB}/*",
+                      "org.apache.zookeeper.server.ZooKeeperServerMain", str(work / "zoo.cfg")],
+        work / "zookeeper.log")
+    process.start()
+
+    def answers() -> bool:
         try:
-            if "zk_version" in four_letter(port, "mntr"):
-                return process, port
+            return "zk_version" in four_letter(port, "mntr")
         except OSError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise ClusterError(f"ZooKeeper did not answer on 127.0.0.1:{port}; log {work / 'zookeeper.log'}")
-        time.sleep(0.2)  # polling interval while waiting on a deadline
+            return False
+    try:
+        process.wait_ready(answers, timeout_s=60, interval_s=0.2, detail=f"127.0.0.1:{port}", error=ClusterError)
+    except ClusterError:
+        process.kill()
+        raise
+    return process, port
 
 
 def probe(work: Path) -> bool:
@@ -123,11 +123,7 @@ def probe(work: Path) -> bool:
         return as_documented
     finally:
         replicas.down()
-        zookeeper.terminate()
-        try:
-            zookeeper.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            zookeeper.kill()
+        zookeeper.stop(grace_s=20)
 
 
 def main(argv: list[str] | None = None) -> int:
