@@ -43,11 +43,9 @@ import json
 import os
 import platform
 import re
-import shutil
 import statistics
 import string
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -55,7 +53,7 @@ from bench import benchlib
 from bench.benchlib import ROOT
 from wirelens_helpers import clickhouse  # ClickHouse over HTTP
 from deploy.local import stack  # split_sql, as `make up` applies the schema
-from wirelens_helpers import supervise
+from deploy.local import clickhouse_server
 from wirelens_helpers.wait import WaitTimeout, wait_for
 
 
@@ -239,35 +237,6 @@ def log(message: str) -> None:
 # ------------------------------------------------------------------ server
 
 
-class ScratchClickHouse:
-    """clickhouse_server.py on free ports in a temporary directory (stopped by pid)."""
-
-    def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="wirelens-query-speed-"))
-        self.tcp_port, self.http_port = benchlib.free_ports(2)
-        self.url = f"http://127.0.0.1:{self.http_port}"
-        self.process = supervise.Supervised(
-            "scratch ClickHouse",
-            [sys.executable, "-m", "deploy.local.clickhouse_server",
-             "--data-dir", str(self.dir / "data"), "--run-dir", str(self.dir),
-             "--tcp-port", str(self.tcp_port), "--http-port", str(self.http_port)],
-            self.dir / "clickhouse.log", cwd=ROOT, new_session=False)
-
-    def start(self, timeout_s: float = 60.0) -> None:
-        self.process.start()
-
-        def answers() -> bool:
-            try:
-                return query(self.url, "SELECT 1").strip() == "1"
-            except Broken:
-                return False
-        self.process.wait_ready(answers, timeout_s=timeout_s, interval_s=0.2, error=Broken)
-
-    def stop(self) -> None:
-        self.process.stop(grace_s=20)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
 def query(url: str, sql: str, params: dict[str, str] | None = None, timeout: float = 600.0) -> str:
     try:
         return clickhouse.post(url, sql, params, timeout)
@@ -423,9 +392,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.clickhouse_url:
             url = args.clickhouse_url.rstrip("/")
         else:
-            server = ScratchClickHouse()
+            server = clickhouse_server.Scratch("wirelens-query-speed-")
             log(f"starting a scratch ClickHouse on 127.0.0.1:{server.http_port} in {server.dir}")
-            server.start()
+            server.start(error=Broken)
             url = server.url
             pid = engine_pid(server.process.pid)
         result["meta"]["clickhouse_version"] = query(url, "SELECT version()").strip()

@@ -17,8 +17,14 @@ import signal
 import subprocess
 import sys
 import time
+import shutil
+import tempfile
 from pathlib import Path
 from xml.sax.saxutils import escape
+
+from wirelens_helpers import ROOT, clickhouse
+from wirelens_helpers.ports import free_ports
+from wirelens_helpers.supervise import Supervised, SupervisorError
 
 # Sleeping one row a second keeps the run (and the listeners) alive without
 # burning CPU; the per-block cap is lifted so the sleep never errors out.
@@ -123,6 +129,39 @@ def supervise(args: argparse.Namespace) -> int:
             child.kill()
             child.wait()
     return 0
+
+
+class Scratch:
+    """This server on free loopback ports in a temporary directory, for tests and benchmarks:
+    start() (ready when it answers SELECT 1), url, settings (the local stack's names for its
+    ports), stop() (SIGTERM to the supervisor by its pid, which stops the engine; then the
+    directory is removed)."""
+
+    def __init__(self, prefix: str = "wirelens-scratch-clickhouse-") -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix=prefix))
+        self.tcp_port, self.http_port = free_ports(2)
+        self.url = f"http://127.0.0.1:{self.http_port}"
+        self.settings = {"WIRELENS_CLICKHOUSE_HTTP_PORT": str(self.http_port),
+                         "WIRELENS_CLICKHOUSE_TCP_PORT": str(self.tcp_port)}
+        self.process = Supervised(
+            "scratch ClickHouse",
+            [sys.executable, "-m", "deploy.local.clickhouse_server", "--data-dir", str(self.dir / "data"),
+             "--run-dir", str(self.dir), "--tcp-port", str(self.tcp_port), "--http-port", str(self.http_port)],
+            self.dir / "clickhouse.log", cwd=ROOT, new_session=False)
+
+    def start(self, timeout_s: float = 60.0, error: type[Exception] = SupervisorError) -> None:
+        self.process.start()
+
+        def answers() -> bool:
+            try:
+                return clickhouse.post(self.url, "SELECT 1", timeout=2).strip() == "1"
+            except clickhouse.QueryError:
+                return False
+        self.process.wait_ready(answers, timeout_s=timeout_s, interval_s=0.1, error=error)
+
+    def stop(self) -> None:
+        self.process.stop(grace_s=20)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,19 +11,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import shutil
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from queries import saved  # hands over to `bin/wirelens query`
 from wirelens_helpers import clickhouse  # ClickHouse over HTTP
-from deploy.local import stack
-from wirelens_helpers import programs
+from deploy.local import clickhouse_server, stack
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,46 +70,15 @@ ORDER BY Timestamp
 T0 = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)).replace(microsecond=0, tzinfo=None)
 
 
-class ScratchClickHouse:
-    """clickhouse_server.py on free ports in a temporary directory; stopped by its pid."""
+class ScratchClickHouse(clickhouse_server.Scratch):
+    """deploy/local/clickhouse_server.py's scratch server, with the schema's settings and the stack's client."""
 
     def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="wirelens-test-queries-"))
-        tcp_port, http_port = stack.free_ports(2)
-        self.url = f"http://127.0.0.1:{http_port}"
-        self.settings = {"WIRELENS_CLICKHOUSE_HTTP_PORT": str(http_port), "WIRELENS_REQUESTS_TTL_DAYS": "30"}
-        self.log = open(self.dir / "clickhouse.log", "w")
-        self.proc = subprocess.Popen(
-            [*programs.command("deploy.local.clickhouse_server"),
-             "--data-dir", str(self.dir / "data"), "--run-dir", str(self.dir),
-             "--tcp-port", str(tcp_port), "--http-port", str(http_port)],
-            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT)
-
-    def wait_ready(self, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                if self.sql("SELECT 1").strip() == "1":
-                    return
-            except stack.StackError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"scratch ClickHouse did not start:\n{(self.dir / 'clickhouse.log').read_text()}")
-            time.sleep(0.1)  # polling interval while waiting on a deadline
+        super().__init__("wirelens-test-queries-")
+        self.settings["WIRELENS_REQUESTS_TTL_DAYS"] = "30"
 
     def sql(self, statement: str) -> str:
         return stack.clickhouse_query(self.settings, statement)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # ------------------------------------------------------------------ the dataset
@@ -278,7 +241,7 @@ def load(ch: ScratchClickHouse) -> None:
 def ch():
     server = ScratchClickHouse()
     try:
-        server.wait_ready()
+        server.start()
         server.sql("CREATE DATABASE IF NOT EXISTS otel")
         server.sql(OTEL_LOGS_STANDIN)
         stack.apply_schema(server.settings)
