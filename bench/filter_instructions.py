@@ -12,7 +12,7 @@ whatever else the machine is doing. Two runs of the same build agree within
 The pipeline table (--exporters on, the default) measures the production
 shape: the ingress listener of envoy/envoy.yaml.tmpl (codec AUTO, a fresh
 x-request-id, the wasm filter, grpc_web, the router) with the exporters as
-shipped, built by envoy/render.py itself: the OpenTelemetry tracer with the
+shipped, built by envoy/wiring.py itself: the OpenTelemetry tracer with the
 record's span tags (span_tags()) and the access log (access_logger(): the
 JSON-lines FILE sink logship reads, fields from RECORD_FIELDS; or the OTLP
 access logger). The calls go to the project's Go services (bin/rest-server,
@@ -69,15 +69,23 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import benchlib
-from bench import filter_cost as fc
+from bench import benchlib, harness, stream_memory
 from bench.benchlib import ROOT
-from envoy import render  # the exporters as shipped: never copied here
+from bench.harness import (
+    BIN,
+    FILE_FLUSH_MS,
+    STREAM_FRAME,
+    STREAM_MESSAGES,
+    STREAM_PATH,
+    Services,
+    check_stream,
+    pipeline_config,
+)
+from envoy import plugin_settings, wiring
 
 
-WORK_DIR = fc.OUT_DIR / "filter_instructions"
-JSON_OUT = fc.OUT_DIR / "filter_instructions.json"
-BIN = ROOT / "bin"
+WORK_DIR = harness.OUT_DIR / "filter_instructions"
+JSON_OUT = harness.OUT_DIR / "filter_instructions.json"
 LOADS = ("rest", "grpc", "stream")
 LOAD_TITLES = {
     "rest": "REST   HTTP/1.1 POST /v1/hello (JSON)",
@@ -92,94 +100,14 @@ START_TIMEOUT_S = 600.0
 CHECK_TIMEOUT_S = 180.0
 # callgrind writes a dump some time after it is asked (at its next scheduling point).
 DUMP_TIMEOUT_S = 120.0
-# As the local stack runs Envoy (deploy/local/stack.py, WIRELENS_ENVOY_FILE_FLUSH_MS).
-FILE_FLUSH_MS = "200"
 
 # Targets (issue 16).
 TARGET_PIPELINE_RATIO = 0.90          # instructions none+exp / wirelens+exp, REST and unary gRPC
 TARGET_OVER_EMPTY = {"rest": 15_000, "grpc": 30_000}   # wirelens+exp - empty+exp per call
 TARGET_STREAM_PER_MESSAGE = 3_000     # (wirelens+exp - empty+exp) per streamed message
 
-# The bidi stream: STREAM_MESSAGES EchoRequest{content} messages in one request
-# body; the server answers each with an EchoReply of the same bytes.
-STREAM_PATH = "/wirelens.v1.Echo/BiStream"
-STREAM_MESSAGES = 1000
-STREAM_CONTENT = b"wirelens bench stream message 0123456789abcdefghijklmnopqrstuvwxyz"  # 66 bytes
 
-
-def echo_message(content: bytes) -> bytes:
-    """EchoRequest / EchoReply{content} (field 1, length-delimited): the same bytes."""
-    n, varint = len(content), b""
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        varint += bytes([byte | (0x80 if n else 0)])
-        if not n:
-            break
-    return b"\x0a" + varint + content
-
-
-STREAM_FRAME = fc.grpc_frame(echo_message(STREAM_CONTENT))
-
-
-# ------------------------------------------------------------------ configs
-
-def pipeline_config(wasm: Path | None, plugin_config: str, sink: str, port: int, admin_port: int,
-                    rest_port: int, grpc_port: int, otlp_port: int, log_path: Path | None,
-                    node_id: str) -> dict:
-    """The production ingress listener with its exporters (sink "file" or "otlp"), from envoy/render.py.
-
-    Like envoy/envoy.yaml.tmpl: codec AUTO, generate_request_id after removing a
-    client's x-request-id, tracing (OpenTelemetry, every call, the record's span
-    tags), the access log, [wasm filter] -> grpc_web -> router; /wirelens.* to
-    grpc_service, the rest to rest_service (the Go services), OTLP to otel_collector.
-    """
-    config = json.loads(plugin_config)
-    compact = json.dumps(config, separators=(",", ":"))  # as render.render() passes it
-    http_filters = [fc.wasm_filter(wasm, compact)] if wasm else []
-    http_filters += [
-        {"name": "envoy.filters.http.grpc_web",
-         "typed_config": fc._typed("envoy.extensions.filters.http.grpc_web.v3.GrpcWeb")},
-        fc.ROUTER,
-    ]
-    routes = [{"match": {"prefix": "/wirelens."}, "route": {"cluster": "grpc_service", "timeout": "0s"}},
-              {"match": {"prefix": "/"}, "route": {"cluster": "rest_service"}}]
-    extra = {
-        "generate_request_id": True,
-        "early_header_mutation_extensions": [{
-            "name": "envoy.http.early_header_mutation.header_mutation",
-            "typed_config": fc._typed(
-                "envoy.extensions.http.early_header_mutation.header_mutation.v3.HeaderMutation",
-                mutations=[{"remove": "x-request-id"}])}],
-        "tracing": {
-            "random_sampling": {"value": 100},
-            "spawn_upstream_span": False,
-            "provider": render.otel_tracer(),
-            "custom_tags": render.span_tags(),
-        },
-        "access_log": [render.access_logger(sink, None if log_path is None else str(log_path),
-                                            recorded_only=render.sampled(config))],
-    }
-    return {
-        "node": {"id": node_id, "cluster": "wirelens-bench"},
-        "admin": {"address": fc._sock(admin_port)},
-        "static_resources": {
-            "listeners": [{
-                "name": "wirelens_ingress",
-                "address": fc._sock(port),
-                "filter_chains": [{"filters": [
-                    fc._hcm("wirelens_ingress", "AUTO", http_filters, routes, **extra)]}],
-            }],
-            # connect_timeout 10 s instead of production's 1 s: under callgrind on a busy
-            # machine Envoy can take longer than 1 s to see a loopback connect complete.
-            # A timer: it changes no instruction count of a call.
-            "clusters": [{**c, "connect_timeout": "10s"} for c in (
-                fc._cluster("rest_service", rest_port, h2=False),
-                fc._cluster("grpc_service", grpc_port, h2=True),
-                render.otlp_cluster(render.OTEL_COLLECTOR_CLUSTER, "127.0.0.1", otlp_port),
-            )],
-        },
-    }
-
+# ------------------------------------------------------------------ measuring
 
 def checked(check, *args, attempts: int = 3) -> None:
     """A check call, tried up to `attempts` times: the first calls under callgrind can be very slow."""
@@ -187,82 +115,20 @@ def checked(check, *args, attempts: int = 3) -> None:
         try:
             check(*args)
             return
-        except (fc.Broken, OSError, subprocess.SubprocessError):
+        except (harness.Broken, OSError, subprocess.SubprocessError):
             if i == attempts - 1:
                 raise
 
-
-# ------------------------------------------------------------------ the Go services
-
-@dataclass
-class Services:
-    """bin/rest-server and bin/grpc-server, natively, on free ports (as deploy/local/stack.py runs them)."""
-    rest_port: int
-    grpc_port: int
-    work_dir: Path
-    procs: list = field(default_factory=list)
-
-    def start(self) -> None:
-        for name, port in (("rest-server", self.rest_port), ("grpc-server", self.grpc_port)):
-            binary = BIN / name
-            if not binary.exists():
-                raise fc.Broken(f"{binary.relative_to(ROOT)} is missing: run `make services`")
-            log = open(self.work_dir / f"{name}.log", "w")
-            self.procs.append(subprocess.Popen([str(binary), "-listen", f"127.0.0.1:{port}"],
-                                               stdout=log, stderr=subprocess.STDOUT,
-                                               stdin=subprocess.DEVNULL))
-            log.close()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            for p in self.procs:
-                if p.poll() is not None:
-                    raise fc.Broken(f"a Go service exited at startup (logs in {self.work_dir})")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.rest_port}/healthz", timeout=1):
-                    pass
-                import socket  # noqa: PLC0415
-                with socket.create_connection(("127.0.0.1", self.grpc_port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise fc.Broken("the Go services did not come up within 30 s")
-
-    def alive(self) -> bool:
-        return all(p.poll() is None for p in self.procs)
-
-    def stop(self) -> None:
-        for p in self.procs:
-            benchlib.stop_process(p)
-
-
-def check_stream(port: int, body: Path, messages: int, timeout_s: float) -> None:
-    """One BiStream call with nghttp: 200, `messages` echoed messages (bytes counted), grpc-status 0."""
-    returncode, text = benchlib.nghttp_grpc(port, STREAM_PATH, body, timeout_s, slack_s=30)
-    m_id = re.search(r"recv \(stream_id=(\d+)\) :status: 200", text)
-    got = 0
-    if m_id:
-        got = sum(int(n) for n in re.findall(
-            r"recv DATA frame <length=(\d+), flags=0x0\d, stream_id=%s>" % m_id.group(1), text))
-    want = messages * len(STREAM_FRAME)
-    ok = (returncode == 0 and m_id and got == want
-          and re.search(r"recv \(stream_id=\d+\) grpc-status: 0", text))
-    if not ok:
-        raise fc.Broken(f"BiStream check on :{port} failed (want :status 200, {want} bytes = {messages} "
-                        f"echoed messages, grpc-status 0; got {got} bytes):\n"
-                        + "\n".join(text.splitlines()[-25:]))
-
-
-# ------------------------------------------------------------------ measuring
 
 def rest_argv(port: int, requests: int, body: Path) -> list[str]:
     """h2load over HTTP/1.1: an exact number of REST calls (wrk cannot fix a count)."""
     return ["h2load", "--h1", "-n", str(requests), "-c", "4", "-t", "1", "-d", str(body),
             "-H", "content-type: application/json", "-T", "30", "-N", "30",
-            f"http://127.0.0.1:{port}{fc.REST_PATH}"]
+            f"http://127.0.0.1:{port}{harness.REST_PATH}"]
 
 
 def grpc_argv(port: int, requests: int, body: Path) -> list[str]:
-    return fc.h2load_argv(port, requests, 1, 4, body, timeout_s=30)  # slow under valgrind
+    return harness.h2load_argv(port, requests, 1, 4, body, timeout_s=30)  # slow under valgrind
 
 
 def stream_argv(port: int, streams: int, body: Path) -> list[str]:
@@ -281,7 +147,7 @@ class Measured:
     wasm: Path | None
     port: int
     admin_port: int
-    envoy: fc.Envoy | None = None
+    envoy: harness.Envoy | None = None
     log_path: Path | None = None
     results: dict = field(default_factory=dict)   # load -> record
     exporters: dict = field(default_factory=dict)
@@ -292,7 +158,7 @@ class Measured:
         return [x for x in wanted if self.shape or x != "stream"]
 
 
-class CallgrindEnvoy(fc.Envoy):
+class CallgrindEnvoy(harness.Envoy):
     """filter_cost's Envoy, run under valgrind --tool=callgrind."""
 
     def __init__(self, name: str, config: dict, port: int, admin_port: int,
@@ -311,7 +177,7 @@ class CallgrindEnvoy(fc.Envoy):
         res = subprocess.run(["callgrind_control", *args, str(self.proc.pid)],
                              capture_output=True, text=True, timeout=DUMP_TIMEOUT_S)
         if res.returncode != 0:
-            raise fc.Broken(f"callgrind_control {' '.join(args)} for {self.name} failed: "
+            raise harness.Broken(f"callgrind_control {' '.join(args)} for {self.name} failed: "
                             f"{(res.stderr or res.stdout).strip()[:300]}")
 
     def dumps(self) -> list[Path]:
@@ -333,7 +199,7 @@ class CallgrindEnvoy(fc.Envoy):
                     path.unlink()  # only the total is kept: the dumps add up to 100s of MB
                     return int(m.group(1))
             time.sleep(0.2)
-        raise fc.Broken(f"no callgrind dump from {self.name} within {DUMP_TIMEOUT_S:.0f}s "
+        raise harness.Broken(f"no callgrind dump from {self.name} within {DUMP_TIMEOUT_S:.0f}s "
                         f"(files: {[p.name for p in self.dumps()]})")
 
 
@@ -342,18 +208,18 @@ def run_load(load: str, m: Measured, count: int, files: dict) -> dict:
     timeout = 120 + count * (0.1 if load != "stream" else 60)
     res = benchlib.run_tool(argv, timeout_s=timeout, tag=m.variant)  # variants run in parallel
     if res.timed_out or res.returncode != 0:
-        raise fc.Broken(f"h2load {load} against {m.variant} failed (exit {res.returncode}"
+        raise harness.Broken(f"h2load {load} against {m.variant} failed (exit {res.returncode}"
                         f"{', timed out' if res.timed_out else ''}):\n{res.stdout[-800:]}{res.stderr[-400:]}")
-    done, _rps, problems = fc.parse_h2load(res.stdout)
+    done, _rps, problems = harness.parse_h2load(res.stdout)
     if problems or done != count:
-        raise fc.Broken(f"h2load {load} against {m.variant}: {done}/{count} calls succeeded; "
+        raise harness.Broken(f"h2load {load} against {m.variant}: {done}/{count} calls succeeded; "
                         f"{'; '.join(problems)}")
     if load == "stream":
         # h2load counts a stream as done on its end; check that every message came back.
         m_data = re.search(r"traffic: .*\((\d+)\) data", res.stdout)
         want = count * STREAM_MESSAGES * len(STREAM_FRAME)
         if m_data and int(m_data.group(1)) < want:
-            raise fc.Broken(f"stream against {m.variant}: {m_data.group(1)} response data bytes, "
+            raise harness.Broken(f"stream against {m.variant}: {m_data.group(1)} response data bytes, "
                             f"want {want} ({count} x {STREAM_MESSAGES} echoed messages)")
         return {"calls": done, "messages": done * STREAM_MESSAGES * 2}
     return {"calls": done}
@@ -361,7 +227,7 @@ def run_load(load: str, m: Measured, count: int, files: dict) -> dict:
 
 def check_exporters(m: Measured, calls: int) -> dict:
     """Did the tracer and the access log really export (and the sink answer OK)?"""
-    # Not fc.Envoy.stats(): its 2 s timeout is too short for an admin port under callgrind.
+    # Not harness.Envoy.stats(): its 2 s timeout is too short for an admin port under callgrind.
     url = (f"http://127.0.0.1:{m.admin_port}/stats?filter="
            "open_telemetry|opentelemetry|otel_collector.upstream_rq_")
     with urllib.request.urlopen(url, timeout=60) as resp:
@@ -386,7 +252,7 @@ def check_exporters(m: Measured, calls: int) -> dict:
             got["last_record_bytes"] = len(record)
             ok = record not in ("", "-")
     if not ok:
-        raise fc.Broken(f"{m.variant}: the exporters did not work: {got}")
+        raise harness.Broken(f"{m.variant}: the exporters did not work: {got}")
     return got
 
 
@@ -403,7 +269,7 @@ def measure_variant(m: Measured, envoy_bin: Path, ports: dict, plugin_config: st
         env = CallgrindEnvoy(m.variant, cfg, m.port, m.admin_port,
                              extra_args=("--file-flush-interval-msec", FILE_FLUSH_MS))
     else:
-        cfg = fc.measured_config(m.wasm, plugin_config, False, "mixed", m.port, m.admin_port,
+        cfg = harness.measured_config(m.wasm, plugin_config, False, "mixed", m.port, m.admin_port,
                                  ports["upstream"], node)
         env = CallgrindEnvoy(m.variant, cfg, m.port, m.admin_port)
     m.envoy = env
@@ -414,9 +280,9 @@ def measure_variant(m: Measured, envoy_bin: Path, ports: dict, plugin_config: st
         env.wait_ready(START_TIMEOUT_S)
         # The first calls are slow under valgrind: V8 compiles each function
         # of the module when it first runs, instrumented.
-        checked(fc.check_rest, m.port, CHECK_TIMEOUT_S)
+        checked(harness.check_rest, m.port, CHECK_TIMEOUT_S)
         if "grpc" in loads:
-            checked(fc.check_grpc, m.port, files["grpc"], False, CHECK_TIMEOUT_S)
+            checked(harness.check_grpc, m.port, files["grpc"], False, CHECK_TIMEOUT_S)
         if "stream" in loads:
             checked(check_stream, m.port, files["stream"], STREAM_MESSAGES, CHECK_TIMEOUT_S)
         progress(f"{m.variant}: ready under callgrind in {time.monotonic() - t0:.0f}s, warming up")
@@ -444,14 +310,14 @@ def measure_variant(m: Measured, envoy_bin: Path, ports: dict, plugin_config: st
                 try:
                     m.exporters = check_exporters(m, calls)
                     break
-                except (fc.Broken, OSError):
+                except (harness.Broken, OSError):
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(1)
         problems = env.new_log_problems()
         if problems:
-            raise fc.Broken(f"{m.variant}: Envoy log: {problems[0][:200]}")
-    except (fc.Broken, OSError, subprocess.SubprocessError, ValueError, KeyError) as exc:
+            raise harness.Broken(f"{m.variant}: Envoy log: {problems[0][:200]}")
+    except (harness.Broken, OSError, subprocess.SubprocessError, ValueError, KeyError) as exc:
         m.error = str(exc)
         progress(f"{m.variant}: BROKEN: {str(exc)[:300]}")
     finally:
@@ -470,7 +336,7 @@ def baseline(per: dict, variant: str, base: str) -> str | None:
 def counterfactual_rate(plugin_config: str) -> float:
     """The plugin configuration's counterfactual_rate (the filter's default when absent)."""
     rate = json.loads(plugin_config).get("counterfactual_rate")
-    return render.COUNTERFACTUAL_RATE_DEFAULT if rate is None else float(rate)
+    return plugin_settings.COUNTERFACTUAL_RATE_DEFAULT if rate is None else float(rate)
 
 
 def whatif_config(plugin_config: str) -> str:
@@ -572,7 +438,7 @@ def print_report(summary: dict, loads: list[str], meta: dict) -> None:
     builds = "  ".join(f"{name}.wasm {info['sha256']}" for name, info in meta["wasm"].items()
                        if name != "empty" and not name.startswith("probe-"))
     print(f"  Envoy {meta['envoy_version']}  {builds}{'  QUICK: smoke test' if meta['quick'] else ''}")
-    print("  +exp: file access log (JSON lines, render.py RECORD_FIELDS) + OTel tracer (span tags); "
+    print("  +exp: file access log (JSON lines, wiring.py RECORD_FIELDS) + OTel tracer (span tags); "
           "+otlp: OTel access logger + tracer")
     cols = [(load, {"rest": "REST/call", "grpc": "gRPC/call", "stream": "stream/msg"}[load]) for load in loads]
     head = f"  {'variant':<18}" + "".join(f" {title:>11} {'−empty':>8} {'none/v':>7}" for _, title in cols)
@@ -628,10 +494,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare", action="append", default=[], metavar="NAME=PATH",
                     help="also measure another proxy-wasm build (NAME+exp; NAME with --exporters "
                          "off/both), same plugin config; repeatable")
-    ap.add_argument("--plugin-config", type=Path, default=fc.OPMAP,
+    ap.add_argument("--plugin-config", type=Path, default=harness.OPMAP,
                     help="the filters' plugin configuration (default build/opmap.json)")
     ap.add_argument("--probes", action="store_true",
-                    help=f"also the host-call probes of filters/empty ({', '.join(fc.PROBES)})")
+                    help=f"also the host-call probes of filters/empty ({', '.join(harness.PROBES)})")
     ap.add_argument("--variants", help="measure exactly these (comma-separated), e.g. "
                     "none+exp,wirelens+exp,empty+otlp,mybuild+exp,wirelens: any of none, empty, "
                     "wirelens, the --compare/--probes names, each with '', '+exp' or '+otlp'")
@@ -651,26 +517,25 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--loads: choose from {','.join(LOADS)}")
     if args.requests < 1 or args.streams < 1 or args.warmup < 0 or args.warmup_streams < 0 or args.jobs < 1:
         ap.error("--requests, --streams and --jobs must be positive, the warm-ups not negative")
-    extra = fc.parse_compare(ap, args.compare)
+    extra = harness.parse_compare(ap, args.compare)
     if any("+" in name for name in extra):
         ap.error("--compare: a NAME cannot contain '+'")
 
     benchlib.require_tools({"valgrind": "valgrind", "callgrind_control": "valgrind",
                             "h2load": "nghttp2-client", "nghttp": "nghttp2-client"})
-    for path, how in ((fc.WIRELENS_WASM, "make filter"), (args.plugin_config, "make proto"),
+    for path, how in ((harness.WIRELENS_WASM, "make filter"), (args.plugin_config, "make proto"),
                       (BIN / "rest-server", "make services"), (BIN / "grpc-server", "make services")):
         if not path.exists():
             sys.exit(f"{path} is missing: run `{how}` first")
     if not args.no_build:
-        fc.build_empty_filter(force=False)
+        harness.build_empty_filter(force=False)
     if args.probes:
-        extra.update(fc.build_probes())
-    envoy_bin = fc.find_envoy()
+        extra.update(harness.build_probes())
+    envoy_bin = harness.find_envoy()
     WORK_DIR.mkdir(parents=True, exist_ok=True)
-    fc.WORK_DIR.mkdir(parents=True, exist_ok=True)
 
-    wasm_src: dict[str, Path | None] = {"none": None, "empty": fc.EMPTY_WASM,
-                                        "wirelens": fc.WIRELENS_WASM, "whatif": fc.WIRELENS_WASM, **extra}
+    wasm_src: dict[str, Path | None] = {"none": None, "empty": harness.EMPTY_WASM,
+                                        "wirelens": harness.WIRELENS_WASM, "whatif": harness.WIRELENS_WASM, **extra}
     if args.variants:
         wanted = [v for v in args.variants.split(",") if v]
     else:
@@ -700,29 +565,29 @@ def main(argv: list[str] | None = None) -> int:
     json.loads(plugin_config)
     files = {"rest": WORK_DIR / "rest_request.json", "grpc": WORK_DIR / "grpc_request.bin",
              "stream": WORK_DIR / "stream_request.bin"}
-    files["rest"].write_bytes(fc.REST_REQUEST)
-    files["grpc"].write_bytes(fc.GRPC_REQUEST)
+    files["rest"].write_bytes(harness.REST_REQUEST)
+    files["grpc"].write_bytes(harness.GRPC_REQUEST)
     files["stream"].write_bytes(STREAM_FRAME * STREAM_MESSAGES)
 
     ports_list = benchlib.free_ports(4 + 2 * len(parsed))
     ports = {"upstream": ports_list[0], "rest": ports_list[2], "grpc": ports_list[3]}
     # The upstream Envoy: the OTLP sink (answers OK) and, exporters off, the upstream.
-    upstream = fc.Envoy("instr-upstream", fc.upstream_config(ports_list[0], ports_list[1]),
+    upstream = harness.Envoy("instr-upstream", harness.upstream_config(ports_list[0], ports_list[1]),
                         ports_list[0], ports_list[1], work_dir=WORK_DIR)
     services = Services(ports["rest"], ports["grpc"], WORK_DIR)
     measured = [Measured(v, base, shape, wasm_of[base], ports_list[4 + 2 * i], ports_list[5 + 2 * i])
                 for i, (v, base, shape) in enumerate(parsed)]
     meta = {
         "date": _dt.datetime.now().isoformat(timespec="seconds"),
-        "envoy_version": fc.envoy_version(envoy_bin),
+        "envoy_version": harness.envoy_version(envoy_bin),
         "valgrind": subprocess.run(["valgrind", "--version"], capture_output=True, text=True).stdout.strip(),
-        "wasm": {base: fc.file_info(wasm_src[base], wasm_of[base]) for base in wasm_of if wasm_of[base]},
-        "plugin_config": fc.file_info(args.plugin_config),
+        "wasm": {base: harness.file_info(wasm_src[base], wasm_of[base]) for base in wasm_of if wasm_of[base]},
+        "plugin_config": harness.file_info(args.plugin_config),
         "requests": args.requests, "warmup": args.warmup, "streams": args.streams,
         "warmup_streams": args.warmup_streams, "stream_messages": STREAM_MESSAGES,
         "stream_frame_bytes": len(STREAM_FRAME), "loads": args.loads, "quick": args.quick,
         "exporters": args.exporters, "variants": [m.variant for m in measured], "jobs": args.jobs,
-        "record_fields": [name for name, _, _ in render.RECORD_FIELDS],
+        "record_fields": [name for name, _, _ in wiring.RECORD_FIELDS],
     }
 
     lock = threading.Lock()
@@ -752,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             # On an interrupt: start no other variant; stopping the Envoys below ends the running ones.
             pool.shutdown(wait=False, cancel_futures=True)
-    except fc.Broken as exc:
+    except harness.Broken as exc:
         print(f"\nbench-instructions: broken: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -777,14 +642,13 @@ def main(argv: list[str] | None = None) -> int:
     print_report(summary, args.loads, meta)
 
     if not args.no_memory and args.exporters != "off":
-        from bench import stream_memory  # noqa: PLC0415
         print("\n==> memory: one gRPC stream through Envoy natively (bench/stream_memory.py)", flush=True)
         wirelens = wasm_of.get("wirelens")
         if wirelens is None:
             wirelens = WORK_DIR / "wirelens.wasm"
-            shutil.copyfile(fc.WIRELENS_WASM, wirelens)
+            shutil.copyfile(harness.WIRELENS_WASM, wirelens)
         mem = stream_memory.run(envoy_bin, wirelens, plugin_config, quick=args.quick,
-                                wasm_info=fc.file_info(fc.WIRELENS_WASM, wirelens))
+                                wasm_info=harness.file_info(harness.WIRELENS_WASM, wirelens))
         result["memory"] = mem
         problems += [f"memory: {p}" for p in mem.get("problems", [])]
         result["problems"] = problems

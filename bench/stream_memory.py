@@ -6,7 +6,7 @@ without the filter.
 
 Envoy runs natively (not under callgrind), in the pipeline shape of
 filter_instructions.py (exporters on: file access log + OTel tracer, from
-envoy/render.py), one variant after the other, each a fresh Envoy:
+envoy/wiring.py; bench/harness.py builds it), one variant after the other, each a fresh Envoy:
 none+exp and wirelens+exp. Upstream: bin/grpc-server. After a warm-up (a
 1,000-message stream and 200 unary calls), the script sends three
 /wirelens.v1.Echo/BiStream calls with h2load, one after the other, each
@@ -37,14 +37,12 @@ import threading
 import time
 from pathlib import Path
 
-from bench import benchlib
-from bench import filter_cost as fc
-from bench import filter_instructions as fi
+from bench import benchlib, harness
 from bench.benchlib import ROOT
 
 
-WORK_DIR = fc.OUT_DIR / "stream_memory"
-JSON_OUT = fc.OUT_DIR / "stream_memory.json"
+WORK_DIR = harness.OUT_DIR / "stream_memory"
+JSON_OUT = harness.OUT_DIR / "stream_memory.json"
 GIB = 1 << 30
 MESSAGE_CONTENT_BYTES = 64 * 1024 - 9    # an EchoRequest frame of exactly 64 KiB (5 + 1 + 3 + content)
 TARGET_EXTRA_KIB = 1024                  # wirelens' growth minus none's, at most 1 MiB
@@ -92,7 +90,7 @@ class RssSampler(threading.Thread):
 
 def write_stream_file(path: Path, total_bytes: int) -> int:
     """`total_bytes` (rounded down to whole frames) of EchoRequest frames; returns the message count."""
-    frame = fc.grpc_frame(fi.echo_message(b"m" * MESSAGE_CONTENT_BYTES))
+    frame = harness.grpc_frame(harness.echo_message(b"m" * MESSAGE_CONTENT_BYTES))
     count = total_bytes // len(frame)
     chunk = frame * 16
     with open(path, "wb") as f:
@@ -102,30 +100,30 @@ def write_stream_file(path: Path, total_bytes: int) -> int:
     return count
 
 
-def one_stream(variant: str, label: str, env: fc.Envoy, port: int, big: Path) -> dict:
+def one_stream(variant: str, label: str, env: harness.Envoy, port: int, big: Path) -> dict:
     """One stream of the big file through `env`; RSS before, peak while it runs, after."""
     before = vm_rss_kib(env.proc.pid)
     sampler = RssSampler(env.proc.pid)
     sampler.start()
     argv = ["h2load", "-n", "1", "-c", "1", "-m", "1", "-t", "1", "-d", str(big),
             "-H", "content-type: application/grpc", "-H", "te: trailers",
-            "-T", str(int(STREAM_TIMEOUT_S)), "-N", "60", f"http://127.0.0.1:{port}{fi.STREAM_PATH}"]
+            "-T", str(int(STREAM_TIMEOUT_S)), "-N", "60", f"http://127.0.0.1:{port}{harness.STREAM_PATH}"]
     try:
         res = benchlib.run_tool(argv, timeout_s=STREAM_TIMEOUT_S + 30, tag="stream-memory")
     finally:
         sampler.stop()
     after = vm_rss_kib(env.proc.pid)
     if res.timed_out or res.returncode != 0:
-        raise fc.Broken(f"{variant}: the {label} stream failed (exit {res.returncode}"
+        raise harness.Broken(f"{variant}: the {label} stream failed (exit {res.returncode}"
                         f"{', timed out' if res.timed_out else ''}):\n{res.stdout[-800:]}{res.stderr[-400:]}")
-    done, _, problems = fc.parse_h2load(res.stdout)
+    done, _, problems = harness.parse_h2load(res.stdout)
     m_data = re.search(r"traffic: .*\((\d+)\) data", res.stdout)
     got = int(m_data.group(1)) if m_data else 0
     if done != 1 or problems or got < big.stat().st_size:
-        raise fc.Broken(f"{variant}: the {label} stream did not complete: {done} done, {problems}, "
+        raise harness.Broken(f"{variant}: the {label} stream did not complete: {done} done, {problems}, "
                         f"{got} of {big.stat().st_size} bytes echoed")
     if not env.alive():
-        raise fc.Broken(f"{variant}: Envoy died; log {env.log_path}")
+        raise harness.Broken(f"{variant}: Envoy died; log {env.log_path}")
     peak = max(sampler.peak, after or 0)
     print(f"  {variant}: {label} stream: RSS {before / 1024:.1f} MiB before, peak {peak - before:+,} KiB "
           f"({res.wall_s:.1f} s, {sampler.samples} samples)", flush=True)
@@ -140,23 +138,23 @@ def measure(variant: str, envoy_bin: Path, wasm: Path | None, plugin_config: str
     log_path = WORK_DIR / f"access-{variant}.jsonl"
     if log_path.exists():
         log_path.unlink()
-    cfg = fi.pipeline_config(wasm, plugin_config, "file", port, admin, ports["rest"], ports["grpc"],
+    cfg = harness.pipeline_config(wasm, plugin_config, "file", port, admin, ports["rest"], ports["grpc"],
                              ports["upstream"], log_path, f"wirelens-mem-{variant.replace('+', '-')}")
-    env = fc.Envoy(f"mem-{variant}", cfg, port, admin, work_dir=WORK_DIR,
-                   extra_args=("--file-flush-interval-msec", fi.FILE_FLUSH_MS))
+    env = harness.Envoy(f"mem-{variant}", cfg, port, admin, work_dir=WORK_DIR,
+                        extra_args=("--file-flush-interval-msec", harness.FILE_FLUSH_MS))
     try:
         env.start(envoy_bin)
         env.wait_ready(60)
-        fi.check_stream(port, small, fi.STREAM_MESSAGES, 60)
-        res = benchlib.run_tool(fc.h2load_argv(port, 200, 1, 4, grpc_body), timeout_s=60)
-        if res.returncode != 0 or fc.parse_h2load(res.stdout)[2]:
-            raise fc.Broken(f"{variant}: warm-up unary calls failed:\n{res.stdout[-600:]}")
+        harness.check_stream(port, small, harness.STREAM_MESSAGES, 60)
+        res = benchlib.run_tool(harness.h2load_argv(port, 200, 1, 4, grpc_body), timeout_s=60)
+        if res.returncode != 0 or harness.parse_h2load(res.stdout)[2]:
+            raise harness.Broken(f"{variant}: warm-up unary calls failed:\n{res.stdout[-600:]}")
         runs = []
         for label in STREAM_RUNS:
             runs.append(one_stream(variant, label, env, port, big))
         bad = env.new_log_problems()
         if bad:
-            raise fc.Broken(f"{variant}: Envoy log: {bad[0][:200]}")
+            raise harness.Broken(f"{variant}: Envoy log: {bad[0][:200]}")
         cold, *warm = runs
         return {"cold": cold, "warm": warm, "growth_kib": min(w["growth_kib"] for w in warm),
                 # all streams together: the highest RSS seen over the RSS before the first
@@ -182,12 +180,12 @@ def run(envoy_bin: Path, wirelens_wasm: Path, plugin_config: str, quick: bool = 
     if free < total * 3:
         out["problems"].append(f"not enough disk for a {total >> 20} MiB request file ({free >> 20} MiB free)")
         return out
-    small.write_bytes(fi.STREAM_FRAME * fi.STREAM_MESSAGES)
-    grpc_body.write_bytes(fc.GRPC_REQUEST)
+    small.write_bytes(harness.STREAM_FRAME * harness.STREAM_MESSAGES)
+    grpc_body.write_bytes(harness.GRPC_REQUEST)
     p = benchlib.free_ports(4)
     ports = {"upstream": p[0], "rest": p[2], "grpc": p[3]}
-    upstream = fc.Envoy("mem-upstream", fc.upstream_config(p[0], p[1]), p[0], p[1], work_dir=WORK_DIR)
-    services = fi.Services(ports["rest"], ports["grpc"], WORK_DIR)
+    upstream = harness.Envoy("mem-upstream", harness.upstream_config(p[0], p[1]), p[0], p[1], work_dir=WORK_DIR)
+    services = harness.Services(ports["rest"], ports["grpc"], WORK_DIR)
     t0 = time.monotonic()
     try:
         messages = write_stream_file(big, total)
@@ -200,8 +198,8 @@ def run(envoy_bin: Path, wirelens_wasm: Path, plugin_config: str, quick: bool = 
             rec = measure(variant, envoy_bin, wasm, plugin_config, ports, big, messages, small, grpc_body)
             out["variants"][variant] = rec
             if not services.alive():
-                raise fc.Broken("a Go service died")
-    except (fc.Broken, OSError) as exc:
+                raise harness.Broken("a Go service died")
+    except (harness.Broken, OSError) as exc:
         out["problems"].append(str(exc))
     finally:
         services.stop()
@@ -244,16 +242,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="a 256 MiB stream instead of 1 GiB")
     ap.add_argument("--mib", type=int, help="stream size in MiB (default 1024)")
-    ap.add_argument("--wasm", type=Path, default=fc.WIRELENS_WASM, help="the filter build")
-    ap.add_argument("--plugin-config", type=Path, default=fc.OPMAP)
+    ap.add_argument("--wasm", type=Path, default=harness.WIRELENS_WASM, help="the filter build")
+    ap.add_argument("--plugin-config", type=Path, default=harness.OPMAP)
     ap.add_argument("--json", type=Path, default=JSON_OUT)
     args = ap.parse_args(argv)
     benchlib.require_tools({"h2load": "nghttp2-client", "nghttp": "nghttp2-client"})
     WORK_DIR.mkdir(parents=True, exist_ok=True)
     pinned = WORK_DIR / "wirelens.wasm"
     shutil.copyfile(args.wasm, pinned)
-    mem = run(fc.find_envoy(), pinned, args.plugin_config.read_text(), quick=args.quick,
-              total_bytes=args.mib << 20 if args.mib else None, wasm_info=fc.file_info(args.wasm, pinned))
+    mem = run(harness.find_envoy(), pinned, args.plugin_config.read_text(), quick=args.quick,
+              total_bytes=args.mib << 20 if args.mib else None, wasm_info=harness.file_info(args.wasm, pinned))
     args.json.write_text(json.dumps(mem, indent=1))
     print_report(mem)
     return 1 if mem["problems"] else 0

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from bench import filter_instructions as fi
-from bench import run_all
+from bench import harness, run_all
+from envoy import wiring
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,23 +86,39 @@ def test_the_new_dump_is_read_not_an_older_one(tmp_path, monkeypatch):
 
 
 def test_the_stream_file_holds_echo_requests():
-    frame = fi.STREAM_FRAME
+    frame = harness.STREAM_FRAME
     assert frame[0] == 0 and int.from_bytes(frame[1:5], "big") == len(frame) - 5
-    assert frame[5:7] == bytes([0x0A, len(fi.STREAM_CONTENT)]) and frame[7:] == fi.STREAM_CONTENT
-    assert fi.echo_message(b"x" * 300)[:3] == b"\x0a\xac\x02"  # a two-byte length varint
+    assert frame[5:7] == bytes([0x0A, len(harness.STREAM_CONTENT)]) and frame[7:] == harness.STREAM_CONTENT
+    assert harness.echo_message(b"x" * 300)[:3] == b"\x0a\xac\x02"  # a two-byte length varint
 
 
-def test_the_exporters_come_from_render(tmp_path):
-    from envoy import render  # noqa: PLC0415
+def _hcm(config: dict) -> dict:
+    return config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
 
-    cfg = fi.pipeline_config(None, "{}", "file", 1, 2, 3, 4, 5, tmp_path / "a.jsonl", "n")
-    hcm = cfg["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
-    log = hcm["access_log"][0]["typed_config"]
-    assert log["log_format"]["json_format"] == render.access_log_line_format()
-    assert hcm["tracing"]["custom_tags"] == render.span_tags()
-    otlp = fi.pipeline_config(None, "{}", "otlp", 1, 2, 3, 4, 5, None, "n")
-    hcm = otlp["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
-    assert hcm["access_log"] == [render.access_logger("otlp")]
+
+def test_the_benchmarks_measure_the_shipped_fragments(tmp_path):
+    """Every benchmark config takes the filter, access log, tracer and Collector cluster from envoy/wiring.py."""
+    hcm = _hcm(harness.pipeline_config(tmp_path / "f.wasm", '{"operations": []}', "file", 1, 2, 3, 4, 5,
+                                       tmp_path / "a.jsonl", "n"))
+    assert hcm["access_log"] == [wiring.access_logger("file", str(tmp_path / "a.jsonl"))]
+    assert hcm["tracing"] == wiring.tracing()
+    assert hcm["http_filters"][0] == wiring.wasm_filter('{"operations":[]}', tmp_path / "f.wasm")
+    otlp = harness.pipeline_config(None, "{}", "otlp", 1, 2, 3, 4, 5, None, "n")
+    assert _hcm(otlp)["access_log"] == [wiring.access_logger("otlp")]
+    assert wiring.otlp_cluster(wiring.OTEL_COLLECTOR_CLUSTER, "127.0.0.1", 5) | {"connect_timeout": "10s"} in \
+        otlp["static_resources"]["clusters"]
+    for upstream in ("mixed", "envoy", "direct"):
+        measured = harness.measured_config(tmp_path / "f.wasm", '{"sample_rate": 0.5}', True, upstream,
+                                           1, 2, 3, "n")
+        hcm = _hcm(measured)
+        # The access log as shipped: no request path in its body (issue 28), only sampled calls below rate 1.
+        assert hcm["access_log"] == [wiring.access_logger("otlp", recorded_only=True)]
+        assert "%REQ(:PATH)%" not in json.dumps(measured)
+        assert hcm["tracing"] == wiring.tracing()
+        assert hcm["http_filters"][0] == wiring.wasm_filter('{"sample_rate":0.5}', tmp_path / "f.wasm")
+        assert wiring.otlp_cluster(wiring.OTEL_COLLECTOR_CLUSTER, "127.0.0.1", 3) in \
+            measured["static_resources"]["clusters"]
+        assert "tracing" not in _hcm(harness.measured_config(None, "{}", False, upstream, 1, 2, 3, "n"))
 
 
 def test_run_all_summarizes_the_results_file():
