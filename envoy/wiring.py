@@ -1,6 +1,6 @@
 """The Envoy config fragments wirelens adds to a proxy: one library for every place that writes them.
 
-The local template (envoy/render.py), `wirelens inject` (envoy/inject.py), the
+The local template (envoy/render.py), `wirelens inject` (envoy/inject/), the
 Envoy Gateway and Istio renderers (deploy/envoy_gateway/manifests.py,
 deploy/istio/render.py) and every benchmark (bench/harness.py) take the
 filter, the access log, the tracer and the Collector cluster from here.

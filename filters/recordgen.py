@@ -21,7 +21,7 @@ to KEYS.
     python -m filters.recordgen --root DIR the same on a copy of the checkout (tests)
 
 Reading the table (load(), short_names()) is for the programs that play the
-filter's part too: envoy/render.py record_short_names(), bench/ingest.py, tests.
+filter's part too: envoy/wiring.py record_short_names(), bench/ingest.py, tests.
 """
 
 from __future__ import annotations
