@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -142,20 +141,6 @@ def nghttp_grpc(port: int, path: str, body: Path, timeout_s: float, slack_s: flo
          "-H", "content-type: application/grpc", "-H", "te: trailers", f"http://127.0.0.1:{port}{path}"],
         capture_output=True, text=True, errors="replace", timeout=timeout_s + slack_s)
     return out.returncode, out.stdout + out.stderr
-
-
-def stop_process(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
-    """SIGTERM the process we started (by its pid), then SIGKILL if it lingers."""
-    if proc.poll() is not None:
-        return
-    try:
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-    except ProcessLookupError:
-        pass
 
 
 def require_tools(tools: dict[str, str]) -> None:

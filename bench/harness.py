@@ -24,7 +24,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from pathlib import Path
 from bench import benchlib
 from bench.benchlib import ROOT
 from envoy import wiring
+from wirelens_helpers import supervise
 
 BUILD = ROOT / "build"
 OUT_DIR = BUILD / "bench"
@@ -359,34 +359,24 @@ class Envoy:
     work_dir: Path = OUT_DIR
     wrapper: tuple[str, ...] = ()
     extra_args: tuple[str, ...] = ()  # more Envoy options (e.g. --file-flush-interval-msec)
+    process: supervise.Supervised | None = None  # proc is its Popen
 
     def start(self, envoy_bin: Path) -> None:
         config_path = self.work_dir / f"envoy-{self.name}.json"
         config_path.write_text(json.dumps(self.config, indent=1))
         self.log_path = self.work_dir / f"envoy-{self.name}.log"
-        log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
+        # Not a session of its own: signals go to Envoy (or the wrapper) alone, as the benchmark's children.
+        self.process = supervise.Supervised(
+            f"Envoy {self.name}",
             [*self.wrapper, str(envoy_bin), "-c", str(config_path), "--concurrency", str(self.concurrency),
              "--disable-hot-restart", "-l", "warning", "--service-node", self.config["node"]["id"],
              "--service-cluster", "wirelens-bench", *self.extra_args],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        log.close()
+            self.log_path, new_session=False)
+        self.proc = self.process.start()
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise Broken(f"Envoy {self.name} exited with {self.proc.returncode} at startup; "
-                             f"log: {self.log_path}\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/ready",
-                                            timeout=1) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise Broken(f"Envoy {self.name} not ready after {timeout_s:.0f}s; log: {self.log_path}")
+        self.process.wait_ready(supervise.http_ok(f"http://127.0.0.1:{self.admin_port}/ready"),
+                                timeout_s=timeout_s, error=Broken)
 
     def cpu_ns(self) -> int:
         return benchlib.process_cpu_ns(self.proc.pid)
@@ -423,8 +413,8 @@ class Envoy:
             return out
 
     def stop(self) -> None:
-        if self.proc is not None:
-            benchlib.stop_process(self.proc)
+        if self.process is not None:
+            self.process.stop(grace_s=5.0)
 
 
 class Broken(Exception):
@@ -440,36 +430,25 @@ class Services:
     procs: list = field(default_factory=list)
 
     def start(self) -> None:
+        ready = {"rest-server": supervise.http_ok(f"http://127.0.0.1:{self.rest_port}/healthz"),
+                 "grpc-server": supervise.tcp_open(self.grpc_port)}
         for name, port in (("rest-server", self.rest_port), ("grpc-server", self.grpc_port)):
             binary = BIN / name
             if not binary.exists():
                 raise Broken(f"{binary.relative_to(ROOT)} is missing: run `make services`")
-            log = open(self.work_dir / f"{name}.log", "w")
-            self.procs.append(subprocess.Popen([str(binary), "-listen", f"127.0.0.1:{port}"],
-                                               stdout=log, stderr=subprocess.STDOUT,
-                                               stdin=subprocess.DEVNULL))
-            log.close()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            for p in self.procs:
-                if p.poll() is not None:
-                    raise Broken(f"a Go service exited at startup (logs in {self.work_dir})")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.rest_port}/healthz", timeout=1):
-                    pass
-                import socket  # noqa: PLC0415
-                with socket.create_connection(("127.0.0.1", self.grpc_port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise Broken("the Go services did not come up within 30 s")
+            process = supervise.Supervised(name, [str(binary), "-listen", f"127.0.0.1:{port}"],
+                                           self.work_dir / f"{name}.log", new_session=False)
+            process.start()
+            self.procs.append(process)
+        for process in self.procs:
+            process.wait_ready(ready[process.name], timeout_s=30, error=Broken)
 
     def alive(self) -> bool:
-        return all(p.poll() is None for p in self.procs)
+        return all(p.alive() for p in self.procs)
 
     def stop(self) -> None:
         for p in self.procs:
-            benchlib.stop_process(p)
+            p.stop(grace_s=5.0)
 
 # ------------------------------------------------------------------ checks
 
