@@ -47,6 +47,7 @@ from ruamel.yaml.error import YAMLError
 from deploy.envoy_gateway import manifests
 from envoy import plugin_settings  # the filter's settings, checked
 from deploy.local import stack  # settings, processes, probes of the local stack
+from wirelens_helpers.wait import WaitTimeout, wait_for
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -471,14 +472,15 @@ def demo(settings: dict[str, str], calls: int = 50, log: Callable[[str], None] =
              f"round(avg(response_body_bytes)) AS response_bytes, quantile(0.5)(duration_us) AS p50_us "
              f"FROM wirelens.requests FINAL WHERE run_id = '{run_id}' GROUP BY protocol ORDER BY protocol")
     want = calls * len(DEMO_PROTOCOLS)
-    deadline = time.monotonic() + 60
-    while True:
-        table = stack.clickhouse_query(settings, query + " FORMAT PrettyCompactMonoBlock")
-        seen = int(stack.clickhouse_query(settings, f"SELECT count() FROM wirelens.requests FINAL "
+
+    def rows() -> int:
+        return int(stack.clickhouse_query(settings, f"SELECT count() FROM wirelens.requests FINAL "
                                                     f"WHERE run_id = '{run_id}'").strip() or 0)
-        if seen >= want or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)  # polling interval under a deadline
+    try:
+        seen = wait_for("the gateway's calls as rows", rows, lambda n: n >= want, timeout_s=60, interval_s=0.5)
+    except WaitTimeout as exc:
+        seen = exc.last_seen  # shown as "N of M calls" below
+    table = stack.clickhouse_query(settings, query + " FORMAT PrettyCompactMonoBlock")
     log(f"run {run_id}: {seen} of {want} calls in wirelens.requests\n{table}")
     log(f"report: bin/wirelens report --run {run_id}")
 
