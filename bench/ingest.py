@@ -47,6 +47,7 @@ from bench import benchlib
 from bench.benchlib import ROOT
 from envoy import wiring  # the access-log line format
 from deploy.local import stack  # the components as shipped
+from wirelens_helpers.wait import WaitTimeout, wait_for
 
 
 SHORT = wiring.record_short_names()  # the names the filter publishes the record under
@@ -236,19 +237,27 @@ def run_mix(mix: str, calls: int, rollups: bool = True) -> dict:
         pids["logship"] = stack.read_pid(settings, "logship")
         before["logship"] = 0.0  # from its start
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
-        seen, next_report = 0, time.monotonic() + 10
-        while (seen := count(settings, "SELECT count() FROM wirelens.requests")) < calls:
-            if time.monotonic() > deadline:
-                raise Broken(f"{mix}: {seen:,} of {calls:,} calls in wirelens.requests after "
-                             f"{DRAIN_TIMEOUT_S:.0f} s; logs in {base / 'logs'}")
-            if time.monotonic() > next_report:
+        next_report = [time.monotonic() + 10]
+
+        def rows() -> int:  # and a progress line every 10 s
+            seen = count(settings, "SELECT count() FROM wirelens.requests")
+            if time.monotonic() > next_report[0]:
                 log(f"{mix}:   {seen:,} rows ({seen / (time.monotonic() - t0):,.0f}/s)")
-                next_report += 10
-            time.sleep(0.2)  # polling interval while waiting on a deadline
+                next_report[0] += 10
+            return seen
+        try:
+            wait_for("every call in wirelens.requests", rows, lambda seen: seen >= calls, timeout_s=DRAIN_TIMEOUT_S,
+                     interval_s=0.2)
+        except WaitTimeout as short:
+            raise Broken(f"{mix}: {short.last_seen:,} of {calls:,} calls in wirelens.requests after "
+                         f"{DRAIN_TIMEOUT_S:.0f} s; logs in {base / 'logs'}") from None
         wall = time.monotonic() - t0
-        # The inserts' background merges belong to the insert path's cost.
-        while count(settings, "SELECT count() FROM system.merges") > 0 and time.monotonic() < deadline:
-            time.sleep(0.2)  # polling interval while waiting on a deadline
+        # The inserts' background merges belong to the insert path's cost (within the same deadline).
+        try:
+            wait_for("the merges", lambda: count(settings, "SELECT count() FROM system.merges") == 0,
+                     timeout_s=max(0.0, deadline - time.monotonic()), interval_s=0.2)
+        except WaitTimeout:
+            pass
         after = cpu_s(pids)
         spent = {name: after[name] - before[name] for name in pids}
         exact = count(settings, "SELECT count() FROM wirelens.requests FINAL")
