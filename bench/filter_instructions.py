@@ -82,6 +82,7 @@ from bench.harness import (
     pipeline_config,
 )
 from envoy import plugin_settings, wiring
+from wirelens_helpers.wait import WaitTimeout, wait_for
 
 
 WORK_DIR = harness.OUT_DIR / "filter_instructions"
@@ -188,19 +189,22 @@ class CallgrindEnvoy(harness.Envoy):
         """Asks for a dump of the counters since the last zeroing; returns its total Ir."""
         before = {p.name for p in self.dumps()}
         self.control("--dump")
-        deadline = time.monotonic() + DUMP_TIMEOUT_S
-        while time.monotonic() < deadline:
+
+        def new_total() -> int | None:
             for path in self.dumps():
                 if path.name in before:
                     continue
-                text = path.read_text(errors="replace")
-                m = re.search(r"^totals:\s+(\d+)", text, re.M)
+                m = re.search(r"^totals:\s+(\d+)", path.read_text(errors="replace"), re.M)
                 if m:
                     path.unlink()  # only the total is kept: the dumps add up to 100s of MB
                     return int(m.group(1))
-            time.sleep(0.2)
-        raise harness.Broken(f"no callgrind dump from {self.name} within {DUMP_TIMEOUT_S:.0f}s "
-                        f"(files: {[p.name for p in self.dumps()]})")
+            return None
+        try:
+            return wait_for(f"a callgrind dump from {self.name}", new_total, lambda total: total is not None,
+                            timeout_s=DUMP_TIMEOUT_S, interval_s=0.2)
+        except WaitTimeout:
+            raise harness.Broken(f"no callgrind dump from {self.name} within {DUMP_TIMEOUT_S:.0f}s "
+                                 f"(files: {[p.name for p in self.dumps()]})") from None
 
 
 def run_load(load: str, m: Measured, count: int, files: dict) -> dict:
@@ -305,15 +309,12 @@ def measure_variant(m: Measured, envoy_bin: Path, ports: dict, plugin_config: st
                      + (f", {rec['per_message']:,.0f} per message" if "per_message" in rec else ""))
         if m.shape:
             # Spans and OTLP logs leave in batches: give the last ones a moment, then check.
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    m.exporters = check_exporters(m, calls)
-                    break
-                except (harness.Broken, OSError):
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(1)
+            try:
+                m.exporters = wait_for(f"{m.variant}'s exporters", lambda: check_exporters(m, calls),
+                                       lambda _: True, timeout_s=30, interval_s=1,
+                                       retry_on=(harness.Broken, OSError))
+            except WaitTimeout as exc:
+                raise exc.last_seen from None  # check_exporters' own complaint
         problems = env.new_log_problems()
         if problems:
             raise harness.Broken(f"{m.variant}: Envoy log: {problems[0][:200]}")
