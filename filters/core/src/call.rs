@@ -32,6 +32,107 @@ enum Resolved {
     Unknown { path: String },
 }
 
+/// How far the response has come, and whether the record went out: the
+/// one state behind every "has it happened yet" of a call's response.
+///
+/// Callbacks may come in any order (a host in trouble, a local reply, the
+/// fuzz target `call_sequence`), so the response can end before its
+/// headers arrive, and the record can be published (log phase) before the
+/// response ends; each such state is one variant here. What cannot happen
+/// cannot be written: header entries deferred before the headers arrived,
+/// or still deferred once the record is out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Response {
+    /// Waiting for the response headers. `ended`: the response ended
+    /// before them (a body's end of stream, or trailers, came first).
+    AwaitingHeaders { ended: bool },
+    /// Headers arrived; waiting for the rest of the response (body,
+    /// trailers). `deferred`: gRPC headers known only by their size
+    /// (trailers were expected); their entries are read at publication if
+    /// the response ends without trailers.
+    Open { deferred: bool },
+    /// Headers arrived and the response ended; the record is not published
+    /// yet: with `deferred` entries it waits for the log phase, which reads
+    /// them; otherwise for the request headers (none came yet).
+    Ended { deferred: bool },
+    /// The record was published (once). Later callbacks still count into
+    /// the call's state, which [`Call::record`] shows.
+    Published { headers: bool, ended: bool },
+}
+
+impl Response {
+    /// Headers arrived (the first time), their entries deferred or not.
+    fn headers_arrived(self, deferred: bool) -> Self {
+        match self {
+            Response::AwaitingHeaders { ended: false } => Response::Open { deferred },
+            Response::AwaitingHeaders { ended: true } => Response::Ended { deferred },
+            Response::Published { ended, .. } => Response::Published {
+                headers: true,
+                ended,
+            },
+            open_or_ended => open_or_ended,
+        }
+    }
+
+    /// The response ended (the first time).
+    fn ended(self) -> Self {
+        match self {
+            Response::AwaitingHeaders { .. } => Response::AwaitingHeaders { ended: true },
+            Response::Open { deferred } | Response::Ended { deferred } => {
+                Response::Ended { deferred }
+            }
+            Response::Published { headers, .. } => Response::Published {
+                headers,
+                ended: true,
+            },
+        }
+    }
+
+    fn headers_seen(self) -> bool {
+        match self {
+            Response::AwaitingHeaders { .. } => false,
+            Response::Open { .. } | Response::Ended { .. } => true,
+            Response::Published { headers, .. } => headers,
+        }
+    }
+
+    fn is_complete(self) -> bool {
+        match self {
+            Response::AwaitingHeaders { ended } | Response::Published { ended, .. } => ended,
+            Response::Open { .. } => false,
+            Response::Ended { .. } => true,
+        }
+    }
+
+    fn is_published(self) -> bool {
+        matches!(self, Response::Published { .. })
+    }
+
+    /// Header entries still to be read at publication.
+    fn is_deferred(self) -> bool {
+        matches!(
+            self,
+            Response::Open { deferred: true } | Response::Ended { deferred: true }
+        )
+    }
+
+    /// Trailers arrived: deferred header entries are not needed after all.
+    fn undeferred(self) -> Self {
+        match self {
+            Response::Open { .. } => Response::Open { deferred: false },
+            Response::Ended { .. } => Response::Ended { deferred: false },
+            other => other,
+        }
+    }
+
+    fn published(self) -> Self {
+        Response::Published {
+            headers: self.headers_seen(),
+            ended: self.is_complete(),
+        }
+    }
+}
+
 /// State of one HTTP stream, and what it asks of its host.
 #[derive(Clone, Debug)]
 pub struct Call {
@@ -52,13 +153,7 @@ pub struct Call {
     grpc_status: Option<u32>,
     grpc_message: Option<String>,
     malformed: bool,
-    response_headers_seen: bool,
-    /// gRPC response headers known only by their size (trailers were
-    /// expected): their entries are read only if the response ends without
-    /// trailers, at publication.
-    response_headers_deferred: bool,
-    response_complete: bool,
-    published: bool,
+    response: Response,
     /// Sampled for the counterfactual (decided by the adapter).
     counterfactual: bool,
     /// Its estimate, from the request headers on.
@@ -109,10 +204,7 @@ impl Call {
             grpc_status: None,
             grpc_message: None,
             malformed: false,
-            response_headers_seen: false,
-            response_headers_deferred: false,
-            response_complete: false,
-            published: false,
+            response: Response::AwaitingHeaders { ended: false },
             counterfactual: false,
             estimate: None,
         }
@@ -126,7 +218,8 @@ impl Call {
         self
     }
 
-    /// Sets the maximum bytes per body read (at least 1).
+    /// Sets the maximum bytes per body read (at least 1; the filter uses
+    /// [`DEFAULT_READ_WINDOW`]).
     pub fn with_read_window(mut self, window: usize) -> Self {
         self.window = window.max(1);
         self
@@ -153,12 +246,12 @@ impl Call {
 
     /// True once the response ended (headers/body with end of stream, or trailers).
     pub fn response_complete(&self) -> bool {
-        self.response_complete
+        self.response.is_complete()
     }
 
     /// True once the record was published.
     pub fn published(&self) -> bool {
-        self.published
+        self.response.is_published()
     }
 
     // ------------------------------------------------------------ callbacks
@@ -220,7 +313,7 @@ impl Call {
         body_size: usize,
         end_of_stream: bool,
     ) {
-        if self.response_body(body_size, end_of_stream, host) && !self.response_headers_deferred {
+        if self.response_body(body_size, end_of_stream, host) && !self.response.is_deferred() {
             self.publish(host, None);
         }
     }
@@ -247,8 +340,8 @@ impl Call {
     /// response never completed, or its header entries were deferred). The
     /// clock is read only for a response that never completed: its end.
     pub fn on_log<H: Host>(&mut self, host: &mut H) {
-        if !self.published {
-            let now = if self.response_complete {
+        if !self.response.is_published() {
+            let now = if self.response.is_complete() {
                 None
             } else {
                 host.now_ns()
@@ -262,11 +355,12 @@ impl Call {
     /// response headers again only in the log phase, where this then
     /// happens).
     fn publish<H: Host>(&mut self, host: &mut H, now_ns: Option<u64>) {
-        if self.published || self.protocol.is_none() {
+        if self.response.is_published() || self.protocol.is_none() {
             return;
         }
-        self.published = true;
-        if self.response_headers_deferred {
+        let deferred = self.response.is_deferred();
+        self.response = self.response.published();
+        if deferred {
             if let Some(map) = self.answered(host.header_map(HeaderMap::ResponseHeaders)) {
                 self.deferred_response_headers(iter_serialized(map.as_ref()));
             }
@@ -532,12 +626,12 @@ impl Call {
     }
 
     fn complete(&mut self, now: impl FnOnce() -> Option<u64>) -> bool {
-        if self.response_complete {
+        if self.response.is_complete() {
             return false;
         }
         self.end_response_direction();
         self.absorb_trailer_frame();
-        self.response_complete = true;
+        self.response = self.response.ended();
         self.end_ns = now();
         true
     }
@@ -550,7 +644,7 @@ impl Call {
         end_of_stream: bool,
         host: &mut H,
     ) -> bool {
-        if self.response_headers_seen {
+        if self.response.headers_seen() {
             return false;
         }
         let bytes = self.absorb_response_map(iter_serialized(serialized), true);
@@ -560,7 +654,7 @@ impl Call {
                 self.resp.mode != BodyMode::Ignore,
             );
         }
-        self.response_headers_arrived(bytes, end_of_stream, host)
+        self.response_headers_arrived(bytes, false, end_of_stream, host)
     }
 
     /// Response headers arrived, known only by their byte size because
@@ -571,29 +665,33 @@ impl Call {
         end_of_stream: bool,
         host: &mut H,
     ) -> bool {
-        if self.response_headers_seen {
+        if self.response.headers_seen() {
             return false;
         }
-        if self.protocol == Some(Protocol::Grpc) && !end_of_stream {
-            self.resp.mode = mode_for(Protocol::Grpc);
-            self.response_headers_deferred = true;
+        let deferred = self.protocol == Some(Protocol::Grpc) && !end_of_stream;
+        self.resp.mode = if deferred {
+            mode_for(Protocol::Grpc)
         } else {
-            self.resp.mode = BodyMode::Ignore;
-        }
+            BodyMode::Ignore
+        };
         if let Some(e) = self.estimate.as_deref_mut() {
             e.response_headers(std::iter::empty(), self.resp.mode != BodyMode::Ignore);
         }
-        self.response_headers_arrived(bytes, end_of_stream, host)
+        self.response_headers_arrived(bytes, deferred, end_of_stream, host)
     }
 
+    /// The response headers' arrival: their size, whether their entries
+    /// are deferred to publication, the clock; completes the response on
+    /// end of stream.
     fn response_headers_arrived<H: Host>(
         &mut self,
         bytes: u64,
+        deferred: bool,
         end_of_stream: bool,
         host: &mut H,
     ) -> bool {
         self.resp_header_bytes = bytes;
-        self.response_headers_seen = true;
+        self.response = self.response.headers_arrived(deferred);
         let t = host.now_ns();
         self.resp_headers_ns = t;
         if end_of_stream {
@@ -606,7 +704,7 @@ impl Call {
     /// A response body chunk. True when this completes the response (the
     /// clock is read only then).
     fn response_body<H: Host>(&mut self, size: usize, end_of_stream: bool, host: &mut H) -> bool {
-        if self.response_complete {
+        if self.response.is_complete() {
             self.resp.body_bytes += size as u64;
             return false;
         }
@@ -646,27 +744,23 @@ impl Call {
     /// begin, and they make it a gRPC response, so deferred header entries
     /// are not needed. False when the response had already ended.
     fn trailers_arrived(&mut self) -> bool {
-        if self.response_complete {
+        if self.response.is_complete() {
             return false;
         }
-        self.response_headers_deferred = false;
+        self.response = self.response.undeferred();
         self.end_response_direction();
         self.absorb_trailer_frame();
         true
     }
 
-    /// The deferred response header entries. They can carry `grpc-status`
-    /// and `grpc-message`; and if their content type is not gRPC (an error
-    /// page), the body was not gRPC after all: its frame statistics are
-    /// dropped, as if it had been ignored from the start.
+    /// The deferred response header entries, read at publication. They can
+    /// carry `grpc-status` and `grpc-message`; and if their content type is
+    /// not gRPC (an error page), the body was not gRPC after all: its frame
+    /// statistics are dropped, as if it had been ignored from the start.
     fn deferred_response_headers<'a>(
         &mut self,
         headers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
     ) {
-        if !self.response_headers_deferred {
-            return;
-        }
-        self.response_headers_deferred = false;
         self.absorb_response_map(headers, true);
         if self.resp.mode == BodyMode::Ignore {
             self.resp = self.resp.unread();
