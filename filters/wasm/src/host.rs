@@ -4,22 +4,28 @@
 //! (e.g. `set_property` answered with `NotFound`/`BadArgument`, or an
 //! unknown status code, which would not even be a valid `Status` value).
 //! These wrappers declare the same `env` imports with plain `u32` statuses
-//! and map every non-OK status to `None`/`Err`.
+//! and map every non-OK status to `None`/`Err`. Arguments are the SDK's
+//! typed enums (`MapType`, `BufferType`, `LogLevel`: `#[repr(u32)]`, as its
+//! own imports declare them); a status is compared with `Status::Ok`.
+
+use proxy_wasm::types::{BufferType, LogLevel, MapType, Status};
 
 #[cfg(target_arch = "wasm32")]
 mod abi {
+    use proxy_wasm::types::{BufferType, LogLevel, MapType};
+
     #[link(wasm_import_module = "env")]
     extern "C" {
-        pub fn proxy_log(level: u32, message_data: *const u8, message_size: usize) -> u32;
+        pub fn proxy_log(level: LogLevel, message_data: *const u8, message_size: usize) -> u32;
         pub fn proxy_get_current_time_nanoseconds(return_time: *mut u64) -> u32;
         pub fn proxy_get_header_map_pairs(
-            map_type: u32,
+            map_type: MapType,
             return_map_data: *mut *mut u8,
             return_map_size: *mut usize,
         ) -> u32;
-        pub fn proxy_get_header_map_size(map_type: u32, return_size: *mut usize) -> u32;
+        pub fn proxy_get_header_map_size(map_type: MapType, return_size: *mut usize) -> u32;
         pub fn proxy_get_buffer_bytes(
-            buffer_type: u32,
+            buffer_type: BufferType,
             start: usize,
             max_size: usize,
             return_buffer_data: *mut *mut u8,
@@ -40,6 +46,7 @@ mod abi {
 #[cfg(not(target_arch = "wasm32"))]
 #[allow(clippy::missing_safety_doc)]
 pub mod abi {
+    use proxy_wasm::types::{BufferType, LogLevel, MapType, Status};
     use std::cell::RefCell;
 
     #[derive(Default)]
@@ -47,9 +54,9 @@ pub mod abi {
         /// Clock; each read returns it and advances it by `tick`.
         pub now: Option<u64>,
         pub tick: u64,
-        /// Serialized header maps by map type.
+        /// Serialized header maps by map type (`MapType as usize`).
         pub maps: [Option<Vec<u8>>; 4],
-        /// Buffers by buffer type.
+        /// Buffers by buffer type (`BufferType as usize`).
         pub buffers: [Option<Vec<u8>>; 8],
         pub properties: Vec<(String, Vec<u8>)>,
         pub logs: Vec<String>,
@@ -85,8 +92,8 @@ pub mod abi {
         proxy_define_metric proxy_get_metric proxy_record_metric proxy_increment_metric
     }
 
-    const OK: u32 = 0;
-    const NOT_FOUND: u32 = 1;
+    const OK: u32 = Status::Ok as u32;
+    const NOT_FOUND: u32 = Status::NotFound as u32;
 
     fn with<R>(f: impl FnOnce(&mut FakeHost) -> R) -> R {
         HOST.with(|h| {
@@ -105,7 +112,7 @@ pub mod abi {
     }
 
     #[no_mangle]
-    pub unsafe extern "C" fn proxy_log(_: u32, message: *const u8, size: usize) -> u32 {
+    pub unsafe extern "C" fn proxy_log(_: LogLevel, message: *const u8, size: usize) -> u32 {
         let text = String::from_utf8_lossy(std::slice::from_raw_parts(message, size)).into_owned();
         with(|h| h.logs.push(text));
         OK
@@ -128,7 +135,7 @@ pub mod abi {
 
     #[no_mangle]
     pub unsafe extern "C" fn proxy_get_header_map_pairs(
-        map_type: u32,
+        map_type: MapType,
         data: *mut *mut u8,
         size: *mut usize,
     ) -> u32 {
@@ -140,7 +147,7 @@ pub mod abi {
 
     /// Envoy answers the map's byte size: the sum of name and value lengths.
     #[no_mangle]
-    pub unsafe extern "C" fn proxy_get_header_map_size(map_type: u32, size: *mut usize) -> u32 {
+    pub unsafe extern "C" fn proxy_get_header_map_size(map_type: MapType, size: *mut usize) -> u32 {
         let sum = with(|h| {
             let map = h.maps.get(map_type as usize)?.as_ref()?;
             Some(
@@ -160,7 +167,7 @@ pub mod abi {
 
     #[no_mangle]
     pub unsafe extern "C" fn proxy_get_buffer_bytes(
-        buffer_type: u32,
+        buffer_type: BufferType,
         start: usize,
         max_size: usize,
         data: *mut *mut u8,
@@ -192,16 +199,8 @@ pub mod abi {
     }
 }
 
-const OK: u32 = 0;
-const LOG_ERROR: u32 = 4;
-
-pub const MAP_REQUEST_HEADERS: u32 = 0;
-pub const MAP_RESPONSE_HEADERS: u32 = 2;
-pub const MAP_RESPONSE_TRAILERS: u32 = 3;
-
-pub const BUFFER_REQUEST_BODY: u32 = 0;
-pub const BUFFER_RESPONSE_BODY: u32 = 1;
-pub const BUFFER_PLUGIN_CONFIGURATION: u32 = 7;
+/// A host call's status when it succeeded.
+const OK: u32 = Status::Ok as u32;
 
 /// Takes ownership of a buffer the host allocated in our memory through
 /// `proxy_on_memory_allocate` (the SDK's allocator: exactly `size` bytes).
@@ -220,7 +219,7 @@ unsafe fn owned(data: *mut u8, size: usize) -> Vec<u8> {
 pub fn log_error(message: &str) {
     // SAFETY: pointer and length of a live &str.
     unsafe {
-        abi::proxy_log(LOG_ERROR, message.as_ptr(), message.len());
+        abi::proxy_log(LogLevel::Error, message.as_ptr(), message.len());
     }
 }
 
@@ -233,7 +232,7 @@ pub fn now_ns() -> Option<u64> {
 }
 
 /// A whole header map in the serialized proxy-wasm layout, in one call.
-pub fn header_map(map_type: u32) -> Option<Vec<u8>> {
+pub fn header_map(map_type: MapType) -> Option<Vec<u8>> {
     let mut data: *mut u8 = std::ptr::null_mut();
     let mut size: usize = 0;
     // SAFETY: out-pointers are valid; on OK the host hands us a buffer
@@ -249,7 +248,7 @@ pub fn header_map(map_type: u32) -> Option<Vec<u8>> {
 /// The byte size of a header map without copying it: Envoy answers the sum
 /// of name and value lengths (`HeaderMap::byteSize`), the measure the record
 /// uses. One host call, and no call back into the VM to allocate.
-pub fn header_map_size(map_type: u32) -> Option<usize> {
+pub fn header_map_size(map_type: MapType) -> Option<usize> {
     let mut size: usize = 0;
     // SAFETY: the host writes one usize through a valid pointer.
     let status = unsafe { abi::proxy_get_header_map_size(map_type, &mut size) };
@@ -257,7 +256,7 @@ pub fn header_map_size(map_type: u32) -> Option<usize> {
 }
 
 /// Up to `max_size` bytes of a host buffer starting at `start`.
-pub fn buffer(buffer_type: u32, start: usize, max_size: usize) -> Option<Vec<u8>> {
+pub fn buffer(buffer_type: BufferType, start: usize, max_size: usize) -> Option<Vec<u8>> {
     let mut data: *mut u8 = std::ptr::null_mut();
     let mut size: usize = 0;
     // SAFETY: as in `header_map`.
@@ -270,6 +269,7 @@ pub fn buffer(buffer_type: u32, start: usize, max_size: usize) -> Option<Vec<u8>
 }
 
 /// `set_property([key], value)`: Envoy stores it as filter state `wasm.<key>`.
+/// The error is the raw status (a host may answer one `Status` lacks).
 pub fn set_property(key: &str, value: &[u8]) -> Result<(), u32> {
     // SAFETY: pointers and lengths of live slices; a one-element path is
     // the element itself (elements are NUL-separated).

@@ -13,7 +13,7 @@
 //! `hostcalls` do.
 
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{Action, ContextType};
+use proxy_wasm::types::{Action, BufferType, ContextType, MapType};
 use std::cell::Cell;
 use std::rc::Rc;
 use wirelens_core::{
@@ -78,7 +78,7 @@ impl Plugin {
             Vec::new()
         } else {
             match host::buffer(
-                host::BUFFER_PLUGIN_CONFIGURATION,
+                BufferType::PluginConfiguration,
                 0,
                 plugin_configuration_size,
             ) {
@@ -135,8 +135,8 @@ impl Host for Envoy<'_> {
 
     fn body_bytes(&mut self, body: Body, start: usize, max: usize) -> Option<Vec<u8>> {
         let buffer = match body {
-            Body::Request => host::BUFFER_REQUEST_BODY,
-            Body::Response => host::BUFFER_RESPONSE_BODY,
+            Body::Request => BufferType::HttpRequestBody,
+            Body::Response => BufferType::HttpResponseBody,
         };
         host::buffer(buffer, start, max)
     }
@@ -152,18 +152,16 @@ impl Host for Envoy<'_> {
     }
 }
 
-fn map_type(map: HeaderMap) -> u32 {
+fn map_type(map: HeaderMap) -> MapType {
     match map {
-        HeaderMap::RequestHeaders => host::MAP_REQUEST_HEADERS,
-        HeaderMap::ResponseHeaders => host::MAP_RESPONSE_HEADERS,
-        HeaderMap::ResponseTrailers => host::MAP_RESPONSE_TRAILERS,
+        HeaderMap::RequestHeaders => MapType::HttpRequestHeaders,
+        HeaderMap::ResponseHeaders => MapType::HttpResponseHeaders,
+        HeaderMap::ResponseTrailers => MapType::HttpResponseTrailers,
     }
 }
 
-/// One sampled HTTP stream: its call and the plugin it started under (an
-/// unsampled stream, or one whose request headers never reached the
-/// filter, has none and does nothing in any callback). The call decides
-/// every host call; this only hands it the host.
+/// One sampled HTTP stream: its call and the plugin it started under. The
+/// call decides every host call; this only hands it the host.
 struct Stream {
     call: Call,
     plugin: Rc<Plugin>,
@@ -201,9 +199,9 @@ impl RootContext for Root {
     }
 
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
-        Some(Box::new(HttpStream {
-            plugin: self.plugin.clone(),
-            stream: None,
+        Some(Box::new(match &self.plugin {
+            Some(plugin) => HttpStream::AwaitingRequestHeaders(Rc::clone(plugin)),
+            None => HttpStream::Ignored,
         }))
     }
 
@@ -212,17 +210,28 @@ impl RootContext for Root {
     }
 }
 
-/// One HTTP stream as the SDK sees it: the plugin it started under until
-/// the request headers decide sampling, then its [`Stream`] if sampled.
-/// Every callback answers `Continue`.
-struct HttpStream {
-    plugin: Option<Rc<Plugin>>,
-    stream: Option<Stream>,
+/// One HTTP stream as the SDK sees it, through its lifecycle: created with
+/// the plugin it started under, the request headers decide sampling, and a
+/// sampled stream records its call from then on. Every callback answers
+/// `Continue`.
+// The SDK boxes every context (`Box<dyn HttpContext>`), so the small
+// variants cost nothing; boxing `Stream` would allocate once more per call.
+#[allow(clippy::large_enum_variant)]
+enum HttpStream {
+    /// Created; the request headers (which decide sampling) have not
+    /// reached the filter. Holds the plugin until they do (or the stream
+    /// is dropped: Envoy may create the context in the log phase only).
+    AwaitingRequestHeaders(Rc<Plugin>),
+    /// Sampled: its call, driven by every later callback.
+    Recording(Stream),
+    /// Does nothing in any callback: not sampled, or its plugin was not
+    /// configured (or its configuration was refused).
+    Ignored,
 }
 
 impl HttpStream {
     fn with_stream(&mut self, f: impl FnOnce(&mut Call, &mut Envoy)) -> Action {
-        if let Some(stream) = self.stream.as_mut() {
+        if let HttpStream::Recording(stream) = self {
             stream.drive(f);
         }
         Action::Continue
@@ -235,8 +244,13 @@ impl HttpContext for HttpStream {
     /// Decides sampling and, for a sampled stream, captures everything
     /// needed from the request headers with one copy of the map.
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
-        let Some(plugin) = self.plugin.take() else {
-            return Action::Continue;
+        let plugin = match std::mem::replace(self, HttpStream::Ignored) {
+            HttpStream::AwaitingRequestHeaders(plugin) => plugin,
+            // Only the first request headers count.
+            other => {
+                *self = other;
+                return Action::Continue;
+            }
         };
         if !plugin.sample() {
             return Action::Continue;
@@ -244,8 +258,10 @@ impl HttpContext for HttpStream {
         let call = Call::new(Rc::clone(&plugin.map))
             .with_options(plugin.options)
             .with_counterfactual(plugin.sample_counterfactual());
-        let stream = self.stream.insert(Stream { call, plugin });
-        stream.drive(|c, h| c.on_request_headers(h, end_of_stream));
+        *self = HttpStream::Recording(Stream { call, plugin });
+        if let HttpStream::Recording(stream) = self {
+            stream.drive(|c, h| c.on_request_headers(h, end_of_stream));
+        }
         Action::Continue
     }
 
@@ -291,7 +307,7 @@ mod tests {
                 tick: 1_000_000,
                 ..FakeHost::default()
             };
-            h.borrow_mut().buffers[host::BUFFER_PLUGIN_CONFIGURATION as usize] =
+            h.borrow_mut().buffers[BufferType::PluginConfiguration as usize] =
                 Some(config.as_bytes().to_vec());
         });
     }
@@ -370,14 +386,14 @@ mod tests {
         ]);
         let body = encode_frame(0, b"hi");
         host(|h| {
-            h.maps[host::MAP_REQUEST_HEADERS as usize] = Some(req);
-            h.maps[host::MAP_RESPONSE_HEADERS as usize] = Some(serialize(&[
+            h.maps[MapType::HttpRequestHeaders as usize] = Some(req);
+            h.maps[MapType::HttpResponseHeaders as usize] = Some(serialize(&[
                 (":status", "200"),
                 ("content-type", response_content_type),
             ]));
-            h.maps[host::MAP_RESPONSE_TRAILERS as usize] = Some(serialize(trailers));
-            h.buffers[host::BUFFER_REQUEST_BODY as usize] = Some(body.clone());
-            h.buffers[host::BUFFER_RESPONSE_BODY as usize] = Some(body.clone());
+            h.maps[MapType::HttpResponseTrailers as usize] = Some(serialize(trailers));
+            h.buffers[BufferType::HttpRequestBody as usize] = Some(body.clone());
+            h.buffers[BufferType::HttpResponseBody as usize] = Some(body.clone());
         });
         let before = host(|h| h.calls);
         let mut s = stream();
@@ -495,12 +511,12 @@ mod tests {
                 "http_rules": [{"method": "POST", "pattern": "/v1/hello"}]}]}"#,
         );
         host(|h| {
-            h.maps[host::MAP_REQUEST_HEADERS as usize] = Some(serialize(&[
+            h.maps[MapType::HttpRequestHeaders as usize] = Some(serialize(&[
                 (":method", "POST"),
                 (":path", "/v1/hello"),
                 ("content-type", "application/json"),
             ]));
-            h.maps[host::MAP_RESPONSE_HEADERS as usize] = Some(serialize(&[
+            h.maps[MapType::HttpResponseHeaders as usize] = Some(serialize(&[
                 (":status", "200"),
                 ("content-type", "application/json"),
             ]));
@@ -532,9 +548,9 @@ mod tests {
         // A REST call without bodies: its host calls and its record.
         let call = |path: &str| {
             host(|h| {
-                h.maps[host::MAP_REQUEST_HEADERS as usize] =
+                h.maps[MapType::HttpRequestHeaders as usize] =
                     Some(serialize(&[(":method", "GET"), (":path", path)]));
-                h.maps[host::MAP_RESPONSE_HEADERS as usize] =
+                h.maps[MapType::HttpResponseHeaders as usize] =
                     Some(serialize(&[(":status", "404")]));
             });
             let before = host(|h| h.calls);
