@@ -6,7 +6,8 @@
 //! (`sample_rate: must be a number in [0, 1], got 1.5`).
 
 use crate::counterfactual::{DEFAULT_MAX_BYTES, DEFAULT_RATE};
-use crate::opmap::{check_fields, err, type_name, ConfigError, OpMap};
+use crate::opmap::OpMap;
+use crate::validate::{check_fields, err, type_name, ConfigError};
 use prost_reflect::DescriptorPool;
 use serde_json::{Map, Value};
 use std::fmt;
@@ -323,6 +324,18 @@ impl Config {
         let map = OpMap::from_operations(top.get("operations"), pool)?;
         let options = parse_options(top)?;
         Ok(Config { map, options })
+    }
+}
+
+impl OpMap {
+    /// Parses the plugin configuration (JSON) and keeps its operation map;
+    /// the other top-level settings are validated and dropped (see
+    /// [`Config::from_json`]). Empty or all-blank input, `{}` and `null`
+    /// give an empty map. Unknown fields are rejected at every level; the
+    /// error names the offending field. (Here, not in `opmap`: the map is
+    /// part of a configuration, not the other way round.)
+    pub fn from_json(bytes: &[u8]) -> Result<Self, ConfigError> {
+        Config::from_json(bytes).map(|c| c.map)
     }
 }
 

@@ -26,6 +26,9 @@
 //! * [`names`]: the record's attribute names and the short names it is
 //!   published under.
 //! * [`json`]: the compact JSON object writer.
+//! * `validate`: what the configuration's two parsers share ([`config`],
+//!   [`opmap`]): [`ConfigError`], which names the offending field, and
+//!   the JSON shape checks.
 
 pub mod base64;
 pub mod body;
@@ -42,12 +45,14 @@ pub mod opmap;
 pub mod percent;
 pub mod record;
 pub mod sample;
+mod validate;
 
 pub use call::Call;
 pub use classify::{classify, Protocol};
 pub use config::{Config, Fields, Options};
 pub use host::{Body, HeaderMap, Host, HostCalls, MemoryHost, Refusals, PROPERTY_RECORD};
 pub use names::{KEYS, WIRE_KEYS};
-pub use opmap::{ConfigError, OpMap, Streaming};
+pub use opmap::{OpMap, Streaming};
 pub use record::Record;
 pub use sample::Sampler;
+pub use validate::ConfigError;

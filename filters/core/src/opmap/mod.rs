@@ -15,8 +15,7 @@ use prost_reflect::{DescriptorPool, MessageDescriptor};
 mod parse;
 mod template;
 
-pub(crate) use parse::{check_fields, err, type_name};
-pub use parse::{derive_operation, split_grpc_path, ConfigError};
+pub use parse::{derive_operation, split_grpc_path};
 pub use template::HttpRule;
 
 /// Deterministic hasher: keys come from the configuration, and it avoids the
@@ -105,15 +104,6 @@ impl OpMap {
     /// An empty map (no operations, no REST rules).
     pub fn empty() -> Self {
         Self::default()
-    }
-
-    /// Parses the plugin configuration (JSON) and keeps its operation map;
-    /// the other top-level settings are validated and dropped (see
-    /// [`Config::from_json`](crate::config::Config::from_json)). Empty or
-    /// all-blank input, `{}` and `null` give an empty map. Unknown fields are
-    /// rejected at every level; the error names the offending field.
-    pub fn from_json(bytes: &[u8]) -> Result<Self, ConfigError> {
-        crate::config::Config::from_json(bytes).map(|c| c.map)
     }
 
     /// The configured descriptors (`None`: the configuration has none, and

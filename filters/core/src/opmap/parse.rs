@@ -4,39 +4,10 @@
 
 use super::template::HttpRule;
 use super::{FixedState, MessageTypes, OpMap, Operation, Streaming, UNKNOWN_OPERATION};
+use crate::validate::{check_fields, err, type_name, ConfigError};
 use prost_reflect::{DescriptorPool, MessageDescriptor};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
-use std::fmt;
-
-/// Configuration error: the dotted path of the offending field and a message.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    pub path: String,
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "{}: {}", self.path, self.message)
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-pub(crate) fn err<T>(
-    path: impl Into<String>,
-    message: impl Into<String>,
-) -> Result<T, ConfigError> {
-    Err(ConfigError {
-        path: path.into(),
-        message: message.into(),
-    })
-}
 
 /// Splits `/package.Service/Method` into (`package.Service`, `Method`).
 pub fn split_grpc_path(path: &str) -> Option<(&str, &str)> {
@@ -62,38 +33,6 @@ pub fn derive_operation(service: &str, method: &str) -> String {
     out.push('.');
     out.push_str(method);
     out
-}
-
-pub(crate) fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
-pub(crate) fn check_fields(
-    path: &str,
-    obj: &Map<String, Value>,
-    allowed: &[&str],
-) -> Result<(), ConfigError> {
-    for key in obj.keys() {
-        if !allowed.contains(&key.as_str()) {
-            let at = if path.is_empty() {
-                key.clone()
-            } else {
-                format!("{path}.{key}")
-            };
-            return err(
-                at,
-                format!("unknown field, expected one of: {}", allowed.join(", ")),
-            );
-        }
-    }
-    Ok(())
 }
 
 fn opt_string(
