@@ -83,11 +83,13 @@ impl Base64Decoder {
     }
 
     /// Number of decoded bytes produced so far.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn decoded_len(&self) -> u64 {
         self.decoded
     }
 
     /// Number of characters carried over to the next call (0..=3).
+    #[cfg(any(test, feature = "test-support"))]
     pub fn pending_chars(&self) -> usize {
         self.pending as usize
     }

@@ -220,6 +220,7 @@ impl Call {
 
     /// Sets the maximum bytes per body read (at least 1; the filter uses
     /// [`DEFAULT_READ_WINDOW`]).
+    #[cfg(any(test, feature = "test-support"))]
     pub fn with_read_window(mut self, window: usize) -> Self {
         self.window = window.max(1);
         self
@@ -231,25 +232,32 @@ impl Call {
         self
     }
 
+    // ----------------------------------------- inspection (tests, harnesses)
+
+    #[cfg(any(test, feature = "test-support"))]
     pub fn options(&self) -> &Options {
         &self.options
     }
 
+    #[cfg(any(test, feature = "test-support"))]
     pub fn protocol(&self) -> Option<Protocol> {
         self.protocol
     }
 
     /// True once the request ended (headers or body with end of stream, or trailers).
+    #[cfg(any(test, feature = "test-support"))]
     pub fn request_complete(&self) -> bool {
         self.req.ended
     }
 
     /// True once the response ended (headers/body with end of stream, or trailers).
+    #[cfg(any(test, feature = "test-support"))]
     pub fn response_complete(&self) -> bool {
         self.response.is_complete()
     }
 
     /// True once the record was published.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn published(&self) -> bool {
         self.response.is_published()
     }

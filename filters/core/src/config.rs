@@ -215,11 +215,13 @@ impl Options {
         self
     }
 
+    #[cfg(any(test, feature = "test-support"))]
     pub fn with_fields(mut self, fields: Fields) -> Self {
         self.fields = fields;
         self
     }
 
+    #[cfg(any(test, feature = "test-support"))]
     pub fn with_rest_transcoded(mut self, on: bool) -> Self {
         self.rest_transcoded = on;
         self
@@ -327,6 +329,7 @@ impl Config {
     }
 }
 
+#[cfg(any(test, feature = "test-support"))]
 impl OpMap {
     /// Parses the plugin configuration (JSON) and keeps its operation map;
     /// the other top-level settings are validated and dropped (see

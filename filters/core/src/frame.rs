@@ -135,6 +135,7 @@ impl TrailerBlockParser {
 }
 
 /// Parses a whole gRPC-Web trailer block (see [`TrailerBlockParser`]).
+#[cfg(any(test, feature = "test-support"))]
 #[allow(clippy::result_unit_err)]
 pub fn parse_trailer_block(block: &[u8]) -> Result<GrpcTrailer, ()> {
     let mut parser = TrailerBlockParser::default();
@@ -322,6 +323,7 @@ impl FrameParser {
 }
 
 /// Builds one frame (test and fuzz helper).
+#[cfg(any(test, feature = "test-support"))]
 pub fn encode_frame(flags: u8, payload: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(5 + payload.len());
     v.push(flags);

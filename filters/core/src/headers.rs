@@ -92,6 +92,7 @@ impl<'a> Iterator for HeaderIter<'a> {
 }
 
 /// Serializes pairs in the proxy-wasm header-map layout (tests, harnesses).
+#[cfg(any(test, feature = "test-support"))]
 pub fn serialize<N: AsRef<[u8]>, V: AsRef<[u8]>>(pairs: &[(N, V)]) -> Vec<u8> {
     let mut out = Vec::new();
     out.extend_from_slice(&(pairs.len() as u32).to_le_bytes());

@@ -69,6 +69,7 @@ pub trait Host {
 }
 
 /// How many host calls of each kind a [`MemoryHost`] answered.
+#[cfg(any(test, feature = "test-support"))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HostCalls {
     pub clock: usize,
@@ -82,6 +83,7 @@ pub struct HostCalls {
     pub refused_reads: usize,
 }
 
+#[cfg(any(test, feature = "test-support"))]
 impl HostCalls {
     /// All host calls (what the adapter pays for).
     pub fn total(&self) -> usize {
@@ -91,6 +93,7 @@ impl HostCalls {
 
 /// Kinds of host call a [`MemoryHost`] refuses whatever it holds, as a
 /// host in trouble might: reads answer `None`, a publication is dropped.
+#[cfg(any(test, feature = "test-support"))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Refusals {
     pub map_copies: bool,
@@ -104,6 +107,10 @@ pub struct Refusals {
 /// clock; it counts every call and keeps the published records. A `None`
 /// field answers as a refusing host would, as does every call of a kind
 /// `refuse` names.
+///
+/// Test-only API (feature `test-support`), as are [`HostCalls`] and
+/// [`Refusals`]: the filter itself never builds one.
+#[cfg(any(test, feature = "test-support"))]
 #[derive(Clone, Debug, Default)]
 pub struct MemoryHost {
     /// Clock: each read answers it, then advances it by `tick`.
@@ -120,6 +127,7 @@ pub struct MemoryHost {
     pub published: Vec<String>,
 }
 
+#[cfg(any(test, feature = "test-support"))]
 impl MemoryHost {
     fn map(&self, map: HeaderMap) -> Option<&Vec<u8>> {
         match map {
@@ -137,6 +145,7 @@ impl MemoryHost {
     }
 }
 
+#[cfg(any(test, feature = "test-support"))]
 impl Host for MemoryHost {
     type Bytes = Vec<u8>;
 

@@ -6,7 +6,13 @@
 //! clock, one publication), and the call decides which of those to make.
 //! The wasm adapter (`wirelens-filter`) implements [`Host`] over the
 //! proxy-wasm ABI; tests, fuzz targets and harnesses drive the same code
-//! through [`MemoryHost`].
+//! through `MemoryHost`.
+//!
+//! Feature `test-support`: the API only tests, fuzz targets and harnesses
+//! use (`MemoryHost`, `headers::serialize`, `frame::encode_frame`,
+//! `OpMap::from_json`, the parsers' and the call's inspection methods, a
+//! few builders). The filter's own build never enables it; this crate's
+//! tests, `wirelens-filter`'s tests, `filters/fuzz` and `filters/abi` do.
 //!
 //! * [`classify`]: protocol from the request `content-type`.
 //! * [`frame`]: streaming gRPC / gRPC-Web length-prefixed frame parser and the
@@ -17,7 +23,7 @@
 //! * [`config`]: the plugin configuration (operation map + publishing options).
 //! * [`opmap`]: operation map, `google.api.http` template matching.
 //! * [`sample`]: the per-call sampling decision.
-//! * [`host`]: the [`Host`] trait a call is driven with, and [`MemoryHost`].
+//! * [`host`]: the [`Host`] trait a call is driven with, and `MemoryHost`.
 //! * [`call`]: the per-call state machine: what it asks of the host, when it
 //!   publishes.
 //! * [`body`]: how one direction of a body is read (windows, frame parser,
@@ -50,7 +56,9 @@ mod validate;
 pub use call::Call;
 pub use classify::{classify, Protocol};
 pub use config::{Config, Fields, Options};
-pub use host::{Body, HeaderMap, Host, HostCalls, MemoryHost, Refusals, PROPERTY_RECORD};
+pub use host::{Body, HeaderMap, Host, PROPERTY_RECORD};
+#[cfg(any(test, feature = "test-support"))]
+pub use host::{HostCalls, MemoryHost, Refusals};
 pub use names::{KEYS, WIRE_KEYS};
 pub use opmap::{OpMap, Streaming};
 pub use record::Record;

@@ -175,6 +175,7 @@ pub const WIRE_KEYS: [&str; 37] = [
 ];
 
 /// The attribute name of a published short name.
+#[cfg(any(test, feature = "test-support"))]
 pub fn attribute_name(wire: &str) -> Option<&'static str> {
     WIRE_KEYS.iter().position(|w| *w == wire).map(|i| KEYS[i])
 }

@@ -9,12 +9,13 @@
 //! its own template instantiated (`{v}`/`*` → `x`, `**` → `x/y`) with its
 //! method. Paths containing `?` or `#` are left out of the self-match checks
 //! (the lookups drop a query string / fragment first). The path's `url.path`
-//! (published for calls the map does not know) is at most 128 bytes and a
-//! prefix of the path's text; `grpc_message_max_bytes` stays in [0, 1024].
+//! (published for calls the map does not know) is at most
+//! `URL_PATH_MAX_BYTES` and a prefix of the path's text;
+//! `grpc_message_max_bytes` stays in [0, `GRPC_MESSAGE_MAX_BYTES`].
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wirelens_core::config::Config;
+use wirelens_core::config::{Config, GRPC_MESSAGE_MAX_BYTES};
 use wirelens_core::opmap::strip_query;
 use wirelens_core::record::{url_path, URL_PATH_MAX_BYTES};
 use wirelens_core::OpMap;
@@ -73,7 +74,7 @@ fuzz_target!(|data: &[u8]| {
             return;
         }
     };
-    assert!(cfg.options.grpc_message_max_bytes <= 1024);
+    assert!(cfg.options.grpc_message_max_bytes <= GRPC_MESSAGE_MAX_BYTES);
     let rate = cfg.options.sample_rate();
     assert!((0.0..=1.0).contains(&rate), "sample rate {rate}");
     match cfg.options.sample_rate_json() {
