@@ -86,7 +86,6 @@ import io
 import json
 import re
 import socket
-import subprocess
 import time
 import urllib.request
 import uuid
@@ -105,6 +104,8 @@ import pytest
 from tests.e2e import bad_inputs
 from tests.e2e.bad_inputs import CASES, RUN_PLACEHOLDER, BadInput
 from tests.e2e.conftest import stack
+from wirelens_helpers import supervise
+from wirelens_helpers.wait import WaitTimeout, wait_for
 
 assert all(f"\n    {c.id} " in __doc__ for c in CASES), "every case is in the table above"
 
@@ -383,15 +384,12 @@ def rows_of(settings, run_id: str) -> list[dict]:
 
 
 def wait_rows(settings, run_id: str, count: int, what: str) -> list[dict]:
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        found = rows_of(settings, run_id)
-        if len(found) >= count:
-            return found
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: {len(found)} of {count} rows in wirelens.requests for run {run_id} "
-                        f"after {DEADLINE_S:.0f}s")
-        time.sleep(0.2)  # polling interval under a deadline
+    try:
+        return wait_for(f"{what}: {count} rows", lambda: rows_of(settings, run_id), lambda found: len(found) >= count,
+                        timeout_s=DEADLINE_S, interval_s=0.2)
+    except WaitTimeout as exc:
+        pytest.fail(f"{what}: {len(exc.last_seen)} of {count} rows in wirelens.requests for run {run_id} "
+                    f"after {DEADLINE_S:.0f}s")
 
 
 HELLO_REPLY = bad_inputs.proto_string(1, b"Hello, wirelens")
@@ -543,24 +541,21 @@ def test_a_trap_is_seen(tmp_path):
     (tmp_path / "trap.wasm").write_bytes(trapping_module())
     (tmp_path / "envoy.yaml").write_text(TRAP_ENVOY.format(port=port, admin=admin, wasm=tmp_path / "trap.wasm"))
     log = tmp_path / "envoy.log"
-    with log.open("wb") as out:
-        envoy = subprocess.Popen([str(stack.envoy_binary()), "-c", str(tmp_path / "envoy.yaml"), "--concurrency", "1",
-                                  "--disable-hot-restart", "--log-level", "warn"], stdout=out, stderr=subprocess.STDOUT)
+    envoy = supervise.Supervised("Envoy with the trapping module", [
+        str(stack.envoy_binary()), "-c", str(tmp_path / "envoy.yaml"), "--concurrency", "1", "--disable-hot-restart",
+        "--log-level", "warn"], log, new_session=False)
+    envoy.start()
     try:
         settings = {"WIRELENS_ENVOY_ADMIN_PORT": str(admin)}
-        deadline = time.monotonic() + DEADLINE_S
-        while not stack.http_ok(f"http://127.0.0.1:{admin}/ready", "LIVE")():
-            assert envoy.poll() is None, f"Envoy exited: {log.read_text()[-2000:]}"
-            assert time.monotonic() < deadline, f"Envoy not ready after {DEADLINE_S:.0f}s"
-            time.sleep(0.1)  # polling interval under a deadline
+        envoy.wait_ready(stack.http_ok(f"http://127.0.0.1:{admin}/ready", "LIVE"), timeout_s=DEADLINE_S,
+                         error=AssertionError)
         before = envoy_stats(settings)
         statuses = [stack.http_get(f"http://127.0.0.1:{port}/")[0] for _ in range(3)]
         assert statuses == [503, 200, 200], "the trapping call fails, later ones skip the failed filter"
         assert envoy_stats(settings) == before, "a trap moved a stat"
-        deadline = time.monotonic() + DEADLINE_S
-        while not any(WASM_FAILURE_LOG.search(line) for line in log.read_text().splitlines()):
-            assert time.monotonic() < deadline, f"no wasm failure in Envoy's log: {log.read_text()[-2000:]}"
-            time.sleep(0.1)  # polling interval under a deadline (the log is written asynchronously)
+        # The log is written asynchronously.
+        wait_for("a wasm failure in Envoy's log",
+                 lambda: any(WASM_FAILURE_LOG.search(line) for line in log.read_text().splitlines()),
+                 timeout_s=DEADLINE_S, interval_s=0.1, state=lambda: log.read_text()[-2000:])
     finally:
-        envoy.terminate()
-        envoy.wait(timeout=DEADLINE_S)
+        envoy.stop(grace_s=DEADLINE_S)

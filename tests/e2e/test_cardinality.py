@@ -38,6 +38,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import ARTIFACTS, ROOT, rows, stack, stack_on_free_ports
+from wirelens_helpers.wait import WaitTimeout, wait_for
 
 PATHFLOOD = ROOT / "bin" / "pathflood"
 WIRELENS = ROOT / "bin" / "wirelens"
@@ -82,16 +83,16 @@ def flood(flood_stack):
     summary = json.loads(sent.stdout.splitlines()[-1])
     assert summary["answered"] == CALLS and summary["errors"] == 0, summary
 
-    deadline = time.monotonic() + INGEST_DEADLINE_S
     where = f"run_id = '{run_id}'"
-    while True:
-        (recorded,), = rows(settings, f"SELECT uniqExact(request_id) FROM wirelens.requests WHERE {where}")
-        if int(recorded) >= CALLS:
-            break
-        if time.monotonic() > deadline:
-            pytest.fail(f"after {INGEST_DEADLINE_S:.0f}s, {recorded} of the {CALLS} calls of run {run_id} are rows "
-                        f"in wirelens.requests (logship progress: {stack.logship_progress(settings)})")
-        time.sleep(1.0)  # polling interval under a deadline
+
+    def recorded() -> int:
+        (count,), = rows(settings, f"SELECT uniqExact(request_id) FROM wirelens.requests WHERE {where}")
+        return int(count)
+    try:
+        wait_for("every call as a row", recorded, lambda n: n >= CALLS, timeout_s=INGEST_DEADLINE_S, interval_s=1.0)
+    except WaitTimeout as exc:
+        pytest.fail(f"after {INGEST_DEADLINE_S:.0f}s, {exc.last_seen} of the {CALLS} calls of run {run_id} are rows "
+                    f"in wirelens.requests (logship progress: {stack.logship_progress(settings)})")
     ingested_s = time.monotonic() - started
     print(f"\ncardinality: {CALLS} calls sent in {summary['elapsed_s']:.1f}s "
           f"({summary['calls_per_s']:.0f}/s; statuses {summary['statuses']}), all rows after {ingested_s:.1f}s")

@@ -24,8 +24,6 @@ replication, ON CLUSTER) is pinned.
 from __future__ import annotations
 
 import datetime as dt
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -39,6 +37,8 @@ from wirelens_helpers import clickhouse  # ClickHouse over HTTP
 from deploy.local import stack
 from bench.query_speed import OTEL_LOGS_STANDIN  # what the exporter creates: the columns the view reads
 from deploy.clickhouse_cluster.cluster import ClusterError, LocalCluster, query
+from wirelens_helpers import supervise
+from wirelens_helpers.wait import WaitTimeout, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -170,6 +170,21 @@ def flush(nodes) -> None:
     """Distributed inserts wait on disk until sent; push them out before counting."""
     for node in nodes:
         query(node.url, "SYSTEM FLUSH DISTRIBUTED wirelens.requests")
+
+
+def flushed(nodes) -> None:
+    """flush, retried while a node is still coming back (its engine restarting)."""
+    wait_for("the Distributed queues to flush", lambda: flush(nodes), lambda _: True, timeout_s=60, interval_s=0.2,
+             retry_on=(ClusterError,))
+
+
+def going(sent: list, thread: threading.Thread) -> None:
+    """Until the loader has sent 5 batches (or stopped; the caller asserts what it needs)."""
+    try:
+        wait_for("the loader to get going", lambda: len(sent) >= 5 or not thread.is_alive(), timeout_s=30,
+                 interval_s=0.02)
+    except WaitTimeout:
+        pass
 
 
 def one(url: str, sql: str) -> str:
@@ -392,33 +407,28 @@ def test_a_shard_killed_mid_load_loses_no_call(loaded):
     thread = threading.Thread(target=loader)
     t0 = time.monotonic()
     thread.start()
-    deadline = time.monotonic() + 30
-    while len(sent) < 5 and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.02)  # polling interval while waiting on a deadline
+    going(sent, thread)
     assert len(sent) >= 5, f"loader did not get going: {errors or failovers}"
     killed = sharded.kill_engine(node2)
     queued = 0  # calls node 1 holds on disk for shard 2 while it is down (system.distribution_queue)
-    deadline = time.monotonic() + 120
-    while thread.is_alive() and time.monotonic() < deadline:
+
+    def loader_done() -> bool:  # sampling node 1's queue while the loader runs
+        nonlocal queued
         try:
             queued = max(queued, int(one(node1.url, "SELECT sum(data_files) FROM system.distribution_queue "
                                                     "WHERE database = 'wirelens' AND table = 'requests'") or 0))
         except ClusterError:
             pass
-        time.sleep(0.05)  # sampling interval while the loader runs
+        return not thread.is_alive()
+    try:
+        wait_for("the loader to finish", loader_done, timeout_s=120, interval_s=0.05)
+    except WaitTimeout:
+        pass  # asserted below
     thread.join(timeout=1)
     assert not thread.is_alive(), f"loader still running 120 s after the kill: {len(sent)} of {batches} batches in"
     assert not errors, errors
     sharded.wait_ready(node2)
-    deadline = time.monotonic() + 60
-    while True:  # node 1's queue for shard 2 drains once shard 2 answers again
-        try:
-            flush(sharded.nodes)
-            break
-        except ClusterError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)  # polling interval while waiting on a deadline
+    flushed(sharded.nodes)  # node 1's queue for shard 2 drains once shard 2 answers again
     elapsed = time.monotonic() - t0
     # call n starts at T0 + n x 60 ms: these calls are 16 hours past the dataset's
     where = f"timestamp >= toDateTime64('{T0}', 9) + toIntervalSecond({first_call * 60 // 1000})"
@@ -486,24 +496,14 @@ def test_replicas_kept_by_distributed_survive_the_loss_of_one(tmp_path):
 
         thread = threading.Thread(target=loader)
         thread.start()
-        deadline = time.monotonic() + 30
-        while len(sent) < 5 and thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.02)  # polling interval while waiting on a deadline
+        going(sent, thread)
         replicated.kill_engine(s1r2)
         # reads while s1r2 is down: shard 1 answers from s1r1
         assert int(one(s2r1.url, "SELECT count() FROM wirelens.requests FINAL")) > 0
         thread.join(timeout=120)
         assert not thread.is_alive() and not errors, errors
         replicated.wait_ready(s1r2)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                flush(replicated.nodes)
-                break
-            except ClusterError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)  # polling interval while waiting on a deadline
+        flushed(replicated.nodes)
         expected = batches * size
         for node in replicated.nodes:
             assert int(one(node.url, "SELECT count() FROM wirelens.requests FINAL")) == expected, node.name
@@ -594,16 +594,16 @@ def test_the_collector_writes_to_the_cluster_through_either_node(tmp_path):
         config.write_text(COLLECTOR_CONFIG.format(
             health_port=health_port, otlp_port=otlp_port, password=PASSWORDS["wirelens_writer"],
             hosts=",".join(f"127.0.0.1:{n.tcp_port}" for n in two.nodes)))
-        log = open(tmp_path / "collector.log", "wb")
-        collector = subprocess.Popen([str(ROOT / "bin" / "otelcol-wirelens"), "--config", str(config)],
-                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+        collector = supervise.Supervised("the Collector", [str(ROOT / "bin" / "otelcol-wirelens"), "--config",
+                                                          str(config)], tmp_path / "collector.log")
+        collector.start()
         # the exporter creates otel.otel_logs (its own DDL) on the node it reached first
-        deadline = time.monotonic() + 60
-        while not any(one(n.url, "EXISTS TABLE otel.otel_logs") == "1" for n in two.nodes):
-            assert collector.poll() is None and time.monotonic() < deadline, \
-                (tmp_path / "collector.log").read_text()[-3000:]
-            time.sleep(0.2)  # polling interval while waiting on a deadline
+
+        def collector_log() -> str:
+            return (tmp_path / "collector.log").read_text()[-3000:]
+        wait_for("otel.otel_logs on a node", lambda: any(one(n.url, "EXISTS TABLE otel.otel_logs") == "1"
+                                                         for n in two.nodes),
+                 timeout_s=60, interval_s=0.2, processes=[collector.process], state=collector_log)
         created = next(n for n in two.nodes if one(n.url, "EXISTS TABLE otel.otel_logs") == "1")
         ddl = query(created.url, "SHOW CREATE TABLE otel.otel_logs FORMAT TSVRaw")
         for node in two.nodes:  # on a real cluster: cluster_name makes it ON CLUSTER
@@ -617,14 +617,9 @@ def test_the_collector_writes_to_the_cluster_through_either_node(tmp_path):
             with urllib.request.urlopen(request, timeout=90) as response:
                 assert response.status == 200
 
-        deadline = time.monotonic() + 60
-        while True:  # the receiver answers once the health check does
-            try:
-                send(0, 50)
-                break
-            except OSError:
-                assert time.monotonic() < deadline, (tmp_path / "collector.log").read_text()[-3000:]
-                time.sleep(0.2)  # polling interval while waiting on a deadline
+        # the receiver answers once the health check does
+        wait_for("the Collector's OTLP receiver", lambda: send(0, 50), lambda _: True, timeout_s=60, interval_s=0.2,
+                 retry_on=(OSError,), state=collector_log)
         for first in range(50, 400, 50):
             send(first, 50)
         # the Collector keeps its connection: kill the node it writes to
@@ -636,14 +631,7 @@ def test_the_collector_writes_to_the_cluster_through_either_node(tmp_path):
         send(100, 50)  # re-sent batches: one row each all the same
         send(450, 50)
         two.wait_ready(busy)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                flush(two.nodes)
-                break
-            except ClusterError:
-                assert time.monotonic() < deadline
-                time.sleep(0.2)  # polling interval while waiting on a deadline
+        flushed(two.nodes)
         per_node = [int(one(n.url, "SELECT count() FROM otel.otel_logs")) for n in two.nodes]
         exact = int(one(two.nodes[1].url, "SELECT count() FROM wirelens.requests FINAL WHERE run_id = 'collector-run'"))
         print(f"\nCollector -> cluster: otel_logs rows per node {before} before killing {busy.name}, "
@@ -651,11 +639,6 @@ def test_the_collector_writes_to_the_cluster_through_either_node(tmp_path):
         assert exact == 600
         assert sum(per_node) >= 700 and all(per_node), per_node  # both nodes took inserts; re-sends stored twice
     finally:
-        if collector and collector.poll() is None:
-            os.killpg(collector.pid, signal.SIGTERM)
-            try:
-                collector.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(collector.pid, signal.SIGKILL)
-                collector.wait()
+        if collector:
+            collector.stop(grace_s=20)
         two.down()

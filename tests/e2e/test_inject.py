@@ -19,14 +19,10 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import os
-import signal
 import ssl
 import string
 import subprocess
-import sys
 import threading
-import time
 import urllib.request
 import uuid
 from dataclasses import dataclass
@@ -36,6 +32,7 @@ import grpc
 import pytest
 
 from tests.e2e.conftest import ROOT, free_ports, jaeger_trace, rows, stack
+from wirelens_helpers import supervise
 from wirelens_helpers.wait import wait_for
 from tests.e2e.test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REQUEST, grpc_frame, traceparent, varint
 from wirelens_helpers import programs
@@ -54,29 +51,21 @@ GRPC_FAMILY = {"grpc", "grpc-web", "grpc-web-text"}
 
 
 class Envoy:
-    """One Envoy we start and stop ourselves, by pid."""
+    """One Envoy we start and stop ourselves (its process group), under wirelens_helpers.supervise."""
 
     def __init__(self, config: Path, admin_port: int, log: Path, extra: tuple[str, ...] = ()):
         self.admin_port = admin_port
         self.log = log
-        with open(log, "wb") as out:
-            self.process = subprocess.Popen(
-                [str(stack.envoy_binary()), "-c", str(config), "--disable-hot-restart", "--concurrency", "1",
-                 "--log-level", "warn", *extra], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while not self.ready():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                pytest.fail(f"Envoy with {config.name} did not become ready "
-                            f"({'exited ' + str(self.process.returncode) if self.process.poll() is not None else 'timeout'})"
-                            f":\n{log.read_text()[-3000:]}")
-            time.sleep(0.1)  # polling interval under a deadline
-
-    def ready(self) -> bool:
+        self.supervised = supervise.Supervised(
+            f"Envoy with {config.name}", [str(stack.envoy_binary()), "-c", str(config), "--disable-hot-restart",
+                                          "--concurrency", "1", "--log-level", "warn", *extra], log)
+        self.process = self.supervised.start()
         try:
-            return "LIVE" in urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/ready", timeout=1).read().decode()
-        except OSError:
-            return False
+            self.supervised.wait_ready(supervise.http_ok(f"http://127.0.0.1:{admin_port}/ready", "LIVE"),
+                                       timeout_s=60)
+        except supervise.SupervisorError as exc:
+            self.stop()
+            pytest.fail(str(exc))
 
     def stat(self, name: str) -> int:
         text = urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/stats?filter=^{name}$", timeout=5).read()
@@ -87,13 +76,7 @@ class Envoy:
         return 0
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        self.supervised.stop(grace_s=20)
 
 
 def validate(config: Path, node_flags: tuple[str, ...]) -> str:
