@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {node.name}  pid {node.pid}  http {node.http_port}  tcp {node.tcp_port}  {node.dir}")
             print(f"cluster '{cluster.name}' is up; schema: WIRELENS_CLICKHOUSE_CLUSTER={cluster.name} "
                   "WIRELENS_CLICKHOUSE_REPLICATED=0 WIRELENS_CLICKHOUSE_ON_CLUSTER=0 "
-                  "WIRELENS_CLICKHOUSE_HTTP_PORT=<each node's http port> deploy/local/stack.py apply-schema")
+                  "WIRELENS_CLICKHOUSE_HTTP_PORT=<each node's http port> python -m deploy.local.stack apply-schema")
         else:
             cluster = LocalCluster.load(Path(args.dir))
             if args.command == "down":
