@@ -17,6 +17,7 @@ import pytest
 
 from queries import saved  # hands over to `bin/wirelens query`
 from wirelens_helpers import clickhouse  # ClickHouse over HTTP
+from bench.query_speed import OTEL_LOGS_STANDIN  # what the exporter creates: the columns the view reads
 from deploy.local import clickhouse_server, stack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,17 +55,6 @@ COLUMNS = {
         "no_estimate"),
 }
 
-OTEL_LOGS_STANDIN = """
-CREATE TABLE IF NOT EXISTS otel.otel_logs
-(
-    Timestamp DateTime64(9),
-    TraceId String,
-    SpanId String,
-    LogAttributes Map(LowCardinality(String), String)
-)
-ENGINE = MergeTree
-ORDER BY Timestamp
-"""
 
 # Every call of the dataset starts at T0 + offset; T0 is a whole second.
 T0 = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)).replace(microsecond=0, tzinfo=None)
