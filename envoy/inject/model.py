@@ -67,7 +67,7 @@ class Options:
     service_name: str = "wirelens-envoy"
     trace_sampling: float = 100.0
     sample_rate: float | None = None
-    grpc_message_bytes: int | None = None  # the filter's grpc_message_max_bytes; None: its default (128)
+    grpc_message_bytes: int | None = None  # the filter's grpc_message_max_bytes; None: its default (plugin_settings)
     counterfactual_rate: float | None = None      # None: the filter's default (0.01)
     counterfactual_max_bytes: int | None = None   # None: the filter's default (65536)
     descriptor_set: bytes | None = None
