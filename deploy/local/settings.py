@@ -60,7 +60,7 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
     settings["WIRELENS_JAEGER_STORAGE_DIR"] = str(state_dir / "jaeger" / "badger")
     settings["WIRELENS_JAEGER_UI_DIR"] = environ.get(
         "WIRELENS_JAEGER_UI_DIR", str(BUILD / "jaeger-ui") if (BUILD / "jaeger-ui" / "index.html").exists() else "")
-    # Where Envoy's per-call access-log records go (envoy/render.py): `file`
+    # Where Envoy's per-call access-log records go (envoy/wiring.py): `file`
     # (default) is a JSON-lines file that logship ships to the Collector with a
     # checkpoint, so a Collector outage loses nothing; `otlp` is Envoy's OTel
     # access logger straight to the Collector, which drops while it is down.
