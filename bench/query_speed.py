@@ -52,7 +52,7 @@ from pathlib import Path
 from bench import benchlib
 from bench.benchlib import ROOT
 from wirelens_helpers import clickhouse  # ClickHouse over HTTP
-from deploy.local import stack  # split_sql, as `make up` applies the schema
+from queries.schema.ddl import split_sql  # as `make up` applies the schema
 from deploy.local import clickhouse_server
 from wirelens_helpers.wait import WaitTimeout, wait_for
 
@@ -249,7 +249,7 @@ def create_schema(url: str) -> None:
     query(url, OTEL_LOGS_STANDIN)
     for path in sorted((QUERIES / "schema").glob("*.sql")):
         text = string.Template(path.read_text()).substitute(WIRELENS_REQUESTS_TTL_DAYS="30")
-        for statement in stack.split_sql(text):
+        for statement in split_sql(text):
             query(url, statement)
 
 

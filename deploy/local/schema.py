@@ -2,7 +2,7 @@
 
     schema_statements   the statements, ${...} filled in; with WIRELENS_CLICKHOUSE_CLUSTER,
                         their cluster form (queries/schema/cluster/cluster_schema.py)
-    split_sql           a DDL file's statements
+    split_sql           a DDL file's statements (queries/schema/ddl.py)
     apply_schema        run them (idempotent: IF NOT EXISTS, CREATE OR REPLACE, MODIFY TTL)
     apply_schema_when_ready
                         after the Collector is up: wait for its otel_logs, then apply
@@ -10,11 +10,11 @@
 
 from __future__ import annotations
 
-import string
-
 from deploy.local.settings import READY_TIMEOUT_S, StackError, log_path, schema_mode
+from queries.schema import ddl
 from queries.schema.cluster import cluster_schema
-from wirelens_helpers import ROOT, clickhouse
+from queries.schema.ddl import split_sql  # noqa: F401  (stack.split_sql: callers use it)
+from wirelens_helpers import clickhouse
 from wirelens_helpers.settings import clickhouse_url
 from wirelens_helpers.wait import WaitTimeout, wait_for
 
@@ -48,30 +48,8 @@ def apply_schema(settings: dict[str, str]) -> None:
 def schema_statements(settings: dict[str, str]) -> list[str]:
     """queries/schema/*.sql in file order with ${...} filled in; with WIRELENS_CLICKHOUSE_CLUSTER
     set, their cluster form (_local tables, Distributed tables, ON CLUSTER; cluster_schema.py)."""
-    statements = []
-    for path in sorted((ROOT / "queries" / "schema").glob("*.sql")):
-        text = string.Template(path.read_text()).substitute(
-            WIRELENS_REQUESTS_TTL_DAYS=settings["WIRELENS_REQUESTS_TTL_DAYS"])
-        statements += split_sql(text)
+    statements = ddl.statements(settings["WIRELENS_REQUESTS_TTL_DAYS"])
     cluster, replicated, on_cluster = schema_mode(settings)
     if cluster:
         statements = cluster_schema.cluster_statements(statements, cluster, replicated, on_cluster)
-    return statements
-
-
-def split_sql(text: str) -> list[str]:
-    """Statements of a DDL file: split on ';' at line ends, comments dropped."""
-    statements, current = [], []
-    for line in text.splitlines():
-        if line.strip().startswith("--"):
-            continue
-        current.append(line)
-        if line.rstrip().endswith(";"):
-            statement = "\n".join(current).strip().rstrip(";").strip()
-            if statement:
-                statements.append(statement)
-            current = []
-    tail = "\n".join(current).strip()
-    if tail:
-        statements.append(tail)
     return statements

@@ -40,6 +40,8 @@ import re
 import sys
 from pathlib import Path
 
+from queries.schema import ddl
+
 ROOT = Path(__file__).resolve().parents[3]
 
 LOCAL_SUFFIX = "_local"
@@ -237,12 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.grants:
             statements = grant_statements(args.cluster, on_cluster=not args.per_node)
         else:
-            from deploy.local import stack  # noqa: PLC0415  (stack imports this module: the schema step reads queries/schema/*.sql, calls back here)
-
-            statements = stack.schema_statements({
-                "WIRELENS_REQUESTS_TTL_DAYS": args.ttl_days, "WIRELENS_CLICKHOUSE_CLUSTER": args.cluster,
-                "WIRELENS_CLICKHOUSE_REPLICATED": "0" if args.no_replication else "1",
-                "WIRELENS_CLICKHOUSE_ON_CLUSTER": "0" if args.per_node else "1"})
+            statements = cluster_statements(ddl.statements(args.ttl_days), args.cluster,
+                                            replicated=not args.no_replication, on_cluster=not args.per_node)
     except (ClusterSchemaError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
