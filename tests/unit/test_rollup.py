@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import query_speed  # the benchmark's scratch server, schema step and generator
+from bench import query_speed  # the benchmark's schema step and generator
+from deploy.local import clickhouse_server  # a scratch server on free ports
 from queries import rollup
 from wirelens_helpers import clickhouse  # ClickHouse over HTTP
 
@@ -34,7 +35,7 @@ VARIANTS = sorted(p.stem for p in (ROOT / "queries" / "rollup").glob("*.sql"))
 
 @pytest.fixture(scope="module")
 def ch():
-    server = query_speed.ScratchClickHouse()
+    server = clickhouse_server.Scratch("wirelens-rollup-test-")
     server.start()
     try:
         query_speed.create_schema(server.url)
