@@ -244,20 +244,19 @@ impl HttpContext for HttpStream {
     /// Decides sampling and, for a sampled stream, captures everything
     /// needed from the request headers with one copy of the map.
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
-        let plugin = match std::mem::replace(self, HttpStream::Ignored) {
-            HttpStream::AwaitingRequestHeaders(plugin) => plugin,
-            // Only the first request headers count.
-            other => {
-                *self = other;
-                return Action::Continue;
-            }
+        // Only the first request headers count.
+        let HttpStream::AwaitingRequestHeaders(plugin) = self else {
+            return Action::Continue;
         };
         if !plugin.sample() {
+            *self = HttpStream::Ignored;
             return Action::Continue;
         }
         let call = Call::new(Rc::clone(&plugin.map))
             .with_options(plugin.options)
             .with_counterfactual(plugin.sample_counterfactual());
+        let plugin = Rc::clone(plugin);
+        // Replaces the state in place (the awaiting plugin reference drops).
         *self = HttpStream::Recording(Stream { call, plugin });
         if let HttpStream::Recording(stream) = self {
             stream.drive(|c, h| c.on_request_headers(h, end_of_stream));
