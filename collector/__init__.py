@@ -1,1 +1,2 @@
-"""The Collector tier's Python side: the gateway/agent tier runner (collector/tier.py)."""
+"""The OpenTelemetry Collector: its build manifest and configs, logship and procmetrics (Go), and
+the gateway tier runner beside the local stack (tier.py, this package's one module)."""

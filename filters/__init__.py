@@ -1,1 +1,2 @@
-"""The filter's Python side: the record's one definition and its generator (filters/recordgen.py)."""
+"""The wirelens filter (Rust: the host-free core, the proxy-wasm adapter, fuzzing, the ABI tests),
+and the per-call record's one definition with its generator (record.yaml, recordgen.py)."""

@@ -1,1 +1,2 @@
-"""The protos' operation map for the filter (opmap.py) and its tests."""
+"""The services' protos and what is generated from them: the descriptor set, the Go code and the
+filter's operation map (opmap.py)."""
