@@ -174,7 +174,7 @@ pub const WIRE_KEYS: [&str; 37] = [
     wire::COUNTERFACTUAL_RATE,
 ];
 
-/// The attribute name of a published short name.
+/// The attribute name of a published short name (tests and fuzzing: feature test-support).
 #[cfg(any(test, feature = "test-support"))]
 pub fn attribute_name(wire: &str) -> Option<&'static str> {
     WIRE_KEYS.iter().position(|w| *w == wire).map(|i| KEYS[i])
