@@ -2,7 +2,6 @@
 
     schema_statements   the statements, ${...} filled in; with WIRELENS_CLICKHOUSE_CLUSTER,
                         their cluster form (queries/schema/cluster/cluster_schema.py)
-    split_sql           a DDL file's statements (queries/schema/ddl.py)
     apply_schema        run them (idempotent: IF NOT EXISTS, CREATE OR REPLACE, MODIFY TTL)
     apply_schema_when_ready
                         after the Collector is up: wait for its otel_logs, then apply
@@ -13,7 +12,6 @@ from __future__ import annotations
 from deploy.local.settings import READY_TIMEOUT_S, StackError, log_path, schema_mode
 from queries.schema import ddl
 from queries.schema.cluster import cluster_schema
-from queries.schema.ddl import split_sql  # noqa: F401  (stack.split_sql: callers use it)
 from wirelens_helpers import clickhouse
 from wirelens_helpers.settings import clickhouse_url
 from wirelens_helpers.wait import WaitTimeout, wait_for

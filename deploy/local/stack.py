@@ -39,7 +39,8 @@ from deploy.local.components import (
     BY_NAME, COMPONENTS, Component, component_named, envoy_binary, logship_progress, render_envoy, require,
     users_xml_path)
 from deploy.local.lifecycle import check_port_free, down, kill, start, start_one, stop, up
-from deploy.local.schema import apply_schema, clickhouse_query, schema_statements, split_sql
+from deploy.local.schema import apply_schema, clickhouse_query, schema_statements
+from queries.schema.ddl import split_sql
 from deploy.local.settings import (
     BIN, BUILD, ROOT, StackError, load_settings, log_path, pid_path, read_pid, state_dir)
 from deploy.local.status import collector_counters, status
