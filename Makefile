@@ -69,9 +69,10 @@ stack_pairs = $(if $(filter python all,$(subst $(comma), ,$(1))),python-services
 stack-build: venv filter proto collector jaeger jaeger-ui services $(call stack_pairs,$(WIRELENS_STACKS)) ## what the local stack runs (not Envoy Gateway, the manifest tools or the other pairs)
 # `make up` (and demo, experiments) builds that BUILD_JOBS steps at a time, so downloads and
 # single-threaded steps overlap the compiles; ghz too for the cross-check of demo and
-# experiments, and the pairs STACK= names. A -j of your own wins.
+# experiments, the pairs STACK= names, and the native filter (make native) when
+# WIRELENS_FILTER_MODULE=native picks it. A -j of your own wins.
 BUILD_JOBS ?= 2
-STACK_RUNS = stack-build $(if $(filter demo experiments,$(MAKECMDGOALS)),ghz) $(call stack_pairs,$(STACK))
+STACK_RUNS = stack-build $(if $(filter demo experiments,$(MAKECMDGOALS)),ghz) $(call stack_pairs,$(STACK)) $(if $(filter native,$(WIRELENS_FILTER_MODULE)),native)
 
 venv: prereqs ## project Python env (.venv) from requirements.txt, with the shared helpers (tools/pyhelpers) in editable mode
 	@$(KEYED) venv .venv/bin/python 'requirements.txt tools/pyhelpers/pyproject.toml' -- bash -c \

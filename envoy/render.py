@@ -54,13 +54,40 @@ def web_response(path: Path) -> str:
     return f"{{ status: 503, body: {{ inline_string: {_yaml_string(note)} }} }}"
 
 
+MODULE_MARK = "#@"  # a template line starting with it is a directive (or a note), never output
+
+
+def select_module(template: str, module: str) -> str:
+    """The template with only the chosen module's blocks: `#@ module NAME` opens a block, `#@ end` closes it;
+    every `#@` line is dropped, so the output of one module is as if the other's block were never there."""
+    wiring.check_module(module)
+    out, current = [], None
+    for line in template.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith(MODULE_MARK):
+            words = stripped[len(MODULE_MARK):].split()
+            if len(words) == 2 and words[0] == "module":
+                current = wiring.check_module(words[1], "template block module")
+            elif words == ["end"]:
+                current = None
+            continue
+        if current is None or current == module:
+            out.append(line)
+    if current is not None:
+        raise ValueError(f"envoy.yaml.tmpl: the block of module {current} has no `{MODULE_MARK} end`")
+    return "".join(out)
+
+
 def render(ports: dict[str, str], filter_wasm: Path, plugin_config: str, descriptor_set: Path,
            access_log: str = "otlp", access_log_path: str | Path | None = None,
            web_dir: Path = WEB_DIR, sample_rate: float | None = None,
            grpc_message_max_bytes: int | None = None,
-           counterfactual_rate: float | None = None, counterfactual_max_bytes: int | None = None) -> str:
+           counterfactual_rate: float | None = None, counterfactual_max_bytes: int | None = None,
+           module: str = "wasm") -> str:
     """The Envoy config; plugin_config is the filter's JSON (build/opmap.json).
 
+    module picks the filter's build (wiring.MODULES): `wasm` (filter_wasm is the
+    .wasm) or `native` (filter_wasm is the dynamic module's .so, build/native/libwirelens.so).
     access_log picks the access-log sink (wiring.ACCESS_LOG_SINKS); `file` needs
     access_log_path, the JSON-lines file logship tails. sample_rate, if
     given, replaces the plugin configuration's; below 1 the access log keeps
@@ -81,10 +108,11 @@ def render(ports: dict[str, str], filter_wasm: Path, plugin_config: str, descrip
     plugin_config = wiring.plugin_configuration(config)
     services = sorted({op["rpc_service"] for op in config.get("operations", []) if op.get("rpc_service")})
     transcoded_config = wiring.plugin_configuration({**config, "rest_transcoded": True})
-    template = string.Template((HERE / "envoy.yaml.tmpl").read_text())
+    template = string.Template(select_module((HERE / "envoy.yaml.tmpl").read_text(), module))
     return template.substitute(
         {name: ports[name] for name in PORT_VARIABLES},
         WIRELENS_FILTER_WASM=str(filter_wasm),
+        WIRELENS_FILTER_NATIVE=str(filter_wasm),
         WIRELENS_DESCRIPTOR_SET=str(descriptor_set),
         WIRELENS_GRPC_SERVICES=json.dumps(services),
         WIRELENS_PLUGIN_CONFIG=_yaml_string(plugin_config),
@@ -102,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Render the wirelens Envoy config. Ports come from the environment "
                     "(see deploy/local/ports.env for the names).")
-    parser.add_argument("--wasm", required=True, help="path of wirelens_filter.wasm")
+    parser.add_argument("--module", choices=wiring.MODULES, default="wasm",
+                        help="the filter's build: wasm (proxy-wasm, the default) or native (the Envoy dynamic module)")
+    parser.add_argument("--wasm", help="path of wirelens_filter.wasm (with --module wasm)")
+    parser.add_argument("--native", help="path of the dynamic module, libwirelens.so (with --module native)")
     parser.add_argument("--plugin-config", required=True,
                         help="JSON file with the filter's plugin configuration (build/opmap.json)")
     parser.add_argument("--descriptor-set", required=True,
@@ -118,14 +149,17 @@ def main(argv: list[str] | None = None) -> int:
     plugin_settings.add_counterfactual_flags(parser, defaults)
     parser.add_argument("-o", "--output", help="write here instead of stdout")
     args = parser.parse_args(argv)
+    code = args.native if args.module == "native" else args.wasm
+    if not code or (args.wasm if args.module == "native" else args.native):
+        parser.error(f"--module {args.module} takes --{args.module} FILE (and not the other build's)")
     plugin_config = Path(args.plugin_config).read_text()
     json.loads(plugin_config)  # fail here, with the file name, rather than inside Envoy
-    rendered = render(dict(os.environ), Path(args.wasm).resolve(), plugin_config,
+    rendered = render(dict(os.environ), Path(code).resolve(), plugin_config,
                       Path(args.descriptor_set).resolve(), access_log=args.access_log,
                       access_log_path=args.access_log_path and Path(args.access_log_path).resolve(),
                       sample_rate=args.sample_rate, grpc_message_max_bytes=args.grpc_message_bytes,
                       counterfactual_rate=args.counterfactual_rate,
-                      counterfactual_max_bytes=args.counterfactual_max_bytes)
+                      counterfactual_max_bytes=args.counterfactual_max_bytes, module=args.module)
     if args.output:
         Path(args.output).write_text(rendered)
     else:

@@ -273,8 +273,29 @@ def otlp_cluster(name: str, host: str, port: int) -> dict:
 
 # ---------------------------------------------------------------- the filter
 
-FILTER_NAME = "wirelens"              # the http_filters entry, and the wasm root context
+FILTER_NAME = "wirelens"              # the http_filters entry, the wasm root context, the native filter_name
 WASM_TYPE = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm"
+DYNAMIC_MODULE_TYPE = "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter"
+STRING_VALUE_TYPE = "type.googleapis.com/google.protobuf.StringValue"
+
+# The two builds of the one filter core (filters/): `wasm`, the proxy-wasm module
+# (V8, sandboxed, any proxy-wasm host: Istio too), and `native`, the Envoy dynamic
+# module (filters/native: a shared library behind Envoy's C ABI, cheaper, for plain
+# Envoy 1.40 and Envoy Gateway). Both record the same call the same way and publish
+# it as the same filter state (wasm.wirelens.record), so only the http_filters entry
+# differs: the access log, the tracer and everything downstream are the same.
+MODULES = ("wasm", "native")
+FILTER_TYPES = {"wasm": WASM_TYPE, "native": DYNAMIC_MODULE_TYPE}
+_BUILD = Path(__file__).resolve().parents[1] / "build"
+MODULE_FILES = {"wasm": _BUILD / "wirelens_filter.wasm", "native": _BUILD / "native" / "libwirelens.so"}
+MODULE_BUILDS = {"wasm": "make filter", "native": "make native"}   # what makes MODULE_FILES[module]
+
+
+def check_module(module: str, setting: str = "module") -> str:
+    """The module's name if it is one of MODULES, else ValueError naming the setting."""
+    if module not in MODULES:
+        raise ValueError(f"{setting}={module!r}: expected one of {', '.join(MODULES)}")
+    return module
 
 
 def plugin_configuration(config: dict) -> str:
@@ -304,3 +325,54 @@ def wasm_filter(configuration: str, code_path: Path | str, name: str = FILTER_NA
                 config_name: str | None = None) -> dict:
     """The http_filters entry of the wasm filter (config_name: the Wasm config's name, default `name`)."""
     return {"name": name, "typed_config": wasm_config(config_name or name, configuration, code_path)}
+
+
+def native_config(configuration: str, module_path: Path | str) -> dict:
+    """The DynamicModuleFilter of the native filter: the shared library by absolute path, the same configuration text.
+
+    Envoy 1.40 loads `module.local.filename` itself (no ENVOY_DYNAMIC_MODULES_SEARCH_PATH),
+    as Envoy Gateway's rendering of a Local dynamic module does. A dynamic module has no
+    failure policy of its own: the module fails open itself (filters/native).
+    """
+    return {
+        "@type": DYNAMIC_MODULE_TYPE,
+        "dynamic_module_config": {"name": FILTER_NAME, "module": {"local": {"filename": str(module_path)}}},
+        "filter_name": FILTER_NAME,
+        "filter_config": {"@type": STRING_VALUE_TYPE, "value": configuration},
+    }
+
+
+def native_filter(configuration: str, module_path: Path | str, name: str = FILTER_NAME) -> dict:
+    """The http_filters entry of the native filter (the dynamic module)."""
+    return {"name": name, "typed_config": native_config(configuration, module_path)}
+
+
+def filter_config(module: str, name: str, configuration: str, code_path: Path | str) -> dict:
+    """The filter's typed_config for either build (MODULES); name is the Wasm config's name (unused by native)."""
+    if check_module(module) == "native":
+        return native_config(configuration, code_path)
+    return wasm_config(name, configuration, code_path)
+
+
+def http_filter(module: str, configuration: str, code_path: Path | str, name: str = FILTER_NAME,
+                config_name: str | None = None) -> dict:
+    """The http_filters entry of the filter, either build."""
+    return {"name": name, "typed_config": filter_config(module, config_name or name, configuration, code_path)}
+
+
+def filter_module(typed_config: dict) -> str | None:
+    """Which build a filter's typed_config runs (MODULES), None if it is neither."""
+    found = [module for module, type_url in FILTER_TYPES.items() if (typed_config or {}).get("@type") == type_url]
+    return found[0] if found else None
+
+
+def filter_parts(typed_config: dict) -> tuple[str, str, Path]:
+    """(module, plugin configuration text, code path) of a typed_config filter_config() made; KeyError/TypeError if not."""
+    module = filter_module(typed_config)
+    if module == "wasm":
+        config = typed_config["config"]
+        return module, config["configuration"]["value"], Path(config["vm_config"]["code"]["local"]["filename"])
+    if module == "native":
+        return (module, typed_config["filter_config"]["value"],
+                Path(typed_config["dynamic_module_config"]["module"]["local"]["filename"]))
+    raise KeyError(f"@type {typed_config.get('@type')!r}")

@@ -69,13 +69,21 @@ def envoy_binary() -> Path:
     return path
 
 
+def filter_module_file(settings: dict[str, str]) -> Path:
+    """The build of the filter the settings' WIRELENS_FILTER_MODULE names, or StackError saying how to make it."""
+    module = settings.get("WIRELENS_FILTER_MODULE", "wasm")
+    return Path(require(wiring.MODULE_FILES[module], f"run `{wiring.MODULE_BUILDS[module]}`"
+                        + (" (WIRELENS_FILTER_MODULE=native)" if module == "native" else "")))
+
+
 def render_envoy(settings: dict[str, str]) -> None:
-    wasm = Path(require(BUILD / "wirelens_filter.wasm", "run `make filter`"))
+    module = settings.get("WIRELENS_FILTER_MODULE", "wasm")
+    code = filter_module_file(settings)
     plugin_config = Path(require(BUILD / "opmap.json", "run `make proto`")).read_text()
     descriptor_set = Path(require(BUILD / "proto" / "wirelens.pb", "run `make proto`"))
     access_log = Path(settings["WIRELENS_ACCESS_LOG"])
     access_log.parent.mkdir(parents=True, exist_ok=True)
-    rendered = envoy_render.render(settings, wasm, plugin_config, descriptor_set,
+    rendered = envoy_render.render(settings, code, plugin_config, descriptor_set, module=module,
                                    access_log=settings["WIRELENS_ACCESS_LOG_SINK"], access_log_path=access_log,
                                    sample_rate=float(settings["WIRELENS_SAMPLE_RATE"]),
                                    grpc_message_max_bytes=int(settings["WIRELENS_GRPC_MESSAGE_BYTES"]),

@@ -69,6 +69,14 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
         raise StackError(f"WIRELENS_ACCESS_LOG_SINK={settings['WIRELENS_ACCESS_LOG_SINK']!r}: expected one of "
                          f"{', '.join(wiring.ACCESS_LOG_SINKS)}")
     settings["WIRELENS_ACCESS_LOG"] = str(state_dir / "envoy" / "access.jsonl")
+    # Which build of the filter Envoy runs (envoy/wiring.py, MODULES): `wasm` (default,
+    # build/wirelens_filter.wasm, `make filter`) or `native` (the Envoy dynamic module,
+    # build/native/libwirelens.so, `make native`). Both record the same; only the filter entry differs.
+    settings["WIRELENS_FILTER_MODULE"] = environ.get("WIRELENS_FILTER_MODULE", "wasm")
+    try:
+        wiring.check_module(settings["WIRELENS_FILTER_MODULE"], "WIRELENS_FILTER_MODULE")
+    except ValueError as exc:
+        raise StackError(str(exc)) from None
     # The share of calls the wirelens filter records (its sample_rate; envoy/wiring.py,
     # "Sampling"). The saved queries and the report weight each recorded call by 1/rate.
     settings["WIRELENS_SAMPLE_RATE"] = environ.get("WIRELENS_SAMPLE_RATE", "1")

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import urllib.error
+from pathlib import Path
 from typing import Callable
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from deploy.local import clickhouse_users
 from deploy.local.components import COMPONENTS, _file_sink, logship_progress
 from deploy.local.settings import log_path, read_pid, state_dir
+from envoy import wiring
 from wirelens_helpers.supervise import http_get
 
 
@@ -26,6 +31,11 @@ def status(settings: dict[str, str], log: Callable[[str], None] = print) -> bool
             f"{log_path(settings, component.name)}")
     if foreign:
         log("  (foreign: something not started by this stack answers on the port)")
+    module = running_filter(settings)
+    if module is not None:
+        log(f"  envoy runs the wirelens filter's {module[0]} build: {module[1]}"
+            + ("" if module[0] == settings.get("WIRELENS_FILTER_MODULE", module[0]) else
+               f" (WIRELENS_FILTER_MODULE={settings['WIRELENS_FILTER_MODULE']} takes effect at the next `make up`)"))
     credentials = clickhouse_users.credentials_path(state_dir(settings))
     if credentials.exists():
         log(f"  ClickHouse users {clickhouse_users.WRITER} (the Collector) and {clickhouse_users.READER} "
@@ -66,6 +76,21 @@ def collector_counters(settings: dict[str, str]) -> dict[str, float] | None:
         except ValueError:
             continue
     return totals
+
+
+def running_filter(settings: dict[str, str]) -> tuple[str, Path] | None:
+    """(module, file) of the wirelens filter in the Envoy config the stack rendered, None without one."""
+    path = state_dir(settings) / "envoy.yaml"
+    if not read_pid(settings, "envoy") or not path.exists():
+        return None
+    try:
+        config = YAML(typ="safe").load(path.read_text())
+        hcm = config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+        (entry,) = [f for f in hcm["http_filters"] if f.get("name") == wiring.FILTER_NAME]
+        module, _, code = wiring.filter_parts(entry["typed_config"])
+    except (OSError, YAMLError, KeyError, IndexError, TypeError, ValueError):
+        return None
+    return module, code
 
 
 def backpressure_lines(settings: dict[str, str]) -> list[str]:
