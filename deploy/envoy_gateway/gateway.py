@@ -45,7 +45,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from deploy.envoy_gateway import manifests
-from envoy import plugin_settings  # the filter's settings, checked
+from envoy import plugin_settings, wiring  # the filter's settings, checked; its two builds
 from deploy.local import stack  # settings, processes, probes of the local stack
 from wirelens_helpers.wait import WaitTimeout, wait_for
 
@@ -116,11 +116,41 @@ def served_wasm(settings: dict[str, str]) -> tuple[Path, str]:
     return paths(settings)["wasm_dir"] / f"wirelens_filter-{sha[:16]}.wasm", sha
 
 
+def native(settings: dict[str, str]) -> bool:
+    """Whether the gateway runs the native build (the local stack's WIRELENS_FILTER_MODULE, envoy/wiring.py)."""
+    return settings.get("WIRELENS_FILTER_MODULE", "wasm") == "native"
+
+
+def placed_native(settings: dict[str, str]) -> Path:
+    """The dynamic module as the gateway's Envoy loads it: a copy named after its sha256 in the state dir.
+    A new build is a new path, so a new EnvoyProxy; the same path would give back the library dlopen
+    already holds."""
+    source = wiring.MODULE_FILES["native"]
+    if not source.exists():
+        raise StackError(f"{source} is missing: run `{wiring.MODULE_BUILDS['native']}` (WIRELENS_FILTER_MODULE=native)")
+    sha = manifests.sha256_file(source)
+    return state_dir(settings) / "native" / f"libwirelens-{sha[:16]}.so"
+
+
+def _place_native(settings: dict[str, str]) -> None:
+    placed = placed_native(settings)
+    if not placed.exists():
+        placed.parent.mkdir(parents=True, exist_ok=True)
+        for old in placed.parent.glob("libwirelens-*.so"):
+            old.unlink()
+        temporary = placed.with_name(f".{placed.name}.tmp")
+        shutil.copyfile(wiring.MODULE_FILES["native"], temporary)
+        temporary.replace(placed)
+
+
 def inputs(settings: dict[str, str], sample_rate: float | None = None, counterfactual_rate: float | None = None,
            counterfactual_max_bytes: int | None = None) -> manifests.Inputs:
     """The resources' inputs; counterfactual_rate and _max_bytes None: the local stack's
     WIRELENS_COUNTERFACTUAL_RATE and WIRELENS_COUNTERFACTUAL_MAX_BYTES."""
-    served, sha = served_wasm(settings)
+    if native(settings):
+        served, sha = Path("unused.wasm"), ""
+    else:
+        served, sha = served_wasm(settings)
     if not OPMAP.exists():
         raise StackError(f"{OPMAP} is missing: run `make proto`")
     return manifests.Inputs(
@@ -141,6 +171,8 @@ def inputs(settings: dict[str, str], sample_rate: float | None = None, counterfa
                                   else counterfactual_max_bytes),
         standalone=True,
         envoy_certs=paths(settings)["envoy_certs"],
+        module="native" if native(settings) else "wasm",
+        native_path=str(placed_native(settings)) if native(settings) else None,
     )
 
 
@@ -211,6 +243,8 @@ def _prepare_envoy_gateway(settings: dict[str, str]) -> None:
     write_config(settings)
     _certgen(settings)
     _place_envoy(settings)
+    if native(settings):
+        _place_native(settings)
     write_resources(settings)
 
 
@@ -301,14 +335,22 @@ def envoy_pid(settings: dict[str, str]) -> int | None:
 
 
 def gateway_ready(settings: dict[str, str]) -> Callable[[], bool]:
-    """Ready for traffic: Envoy Gateway's probe, Envoy LIVE, our listener on 127.0.0.1, the wasm VM running."""
+    """Ready for traffic: Envoy Gateway's probe, Envoy LIVE, our listener on 127.0.0.1, the wasm VM running
+    (the native build: its filter in the listener, which Envoy accepts only once the .so has loaded)."""
     eg_ready = stack.http_ok("http://127.0.0.1:8081/readyz")
     envoy_live = stack.http_ok(f"{admin_url(settings)}/ready", "LIVE")
     port = int(settings["WIRELENS_GATEWAY_PORT"])
 
+    def filter_runs() -> bool:
+        if not native(settings):
+            return (envoy_stat(settings, "wasm.envoy.wasm.runtime.v8.active") or 0) > 0
+        try:
+            return active_plugin_config(settings) is not None
+        except (OSError, ValueError):
+            return False
+
     def probe() -> bool:
-        return (eg_ready() and envoy_live() and listening_addresses(port) == {"127.0.0.1"}
-                and (envoy_stat(settings, "wasm.envoy.wasm.runtime.v8.active") or 0) > 0)
+        return eg_ready() and envoy_live() and listening_addresses(port) == {"127.0.0.1"} and filter_runs()
     return probe
 
 
@@ -333,11 +375,14 @@ def http_filters(settings: dict[str, str], listener: str = manifests.LISTENER_XD
 
 
 def active_plugin_config(settings: dict[str, str]) -> dict | None:
-    """The wirelens plugin configuration Envoy runs now (the active listener's wasm filter)."""
+    """The wirelens plugin configuration Envoy runs now (the active listener's wasm filter, or its native one)."""
     for http_filter in http_filters(settings):
-        config = http_filter.get("typed_config", {}).get("config", {})
+        typed = http_filter.get("typed_config", {})
+        config = typed.get("config", {})
         if config.get("root_id") == "wirelens":
             return json.loads(config.get("configuration", {}).get("value", "null"))
+        if wiring.filter_module(typed) == "native" and typed.get("filter_name") == wiring.FILTER_NAME:
+            return json.loads(typed.get("filter_config", {}).get("value", "null"))
     return None
 
 
@@ -353,7 +398,8 @@ def policy_settings(settings: dict[str, str]) -> dict:
     """The POLICY_SETTINGS the EnvoyExtensionPolicy on disk gives the filter ({} without one)."""
     try:
         documents = list(YAML(typ="safe").load_all(policy_path(settings).read_text()))
-        config = documents[0]["spec"]["wasm"][0]["config"]
+        spec = documents[0]["spec"]
+        config = (spec["dynamicModule"] if "dynamicModule" in spec else spec["wasm"])[0]["config"]
         return {key: config[key] for key in POLICY_SETTINGS if key in config}
     except (OSError, YAMLError, LookupError, TypeError):
         return {}
@@ -393,6 +439,7 @@ COMPONENTS = [
         ready=lambda s: stack.http_ok(
             f"http://127.0.0.1:{s['WIRELENS_GATEWAY_WASM_PORT']}/{served_wasm(s)[0].name}"),
         prepare=_prepare_wasm_server,
+        enabled=lambda s: not native(s),   # the native build is a file on this host: nothing to serve
     ),
     stack.Component(
         name="envoy-gateway",
@@ -406,13 +453,14 @@ COMPONENTS = [
 
 
 def up(settings: dict[str, str], log: Callable[[str], None] = print) -> None:
-    for component in COMPONENTS:
+    components = [c for c in COMPONENTS if c.enabled(settings)]
+    for component in components:
         if not stack.read_pid(settings, component.name):
             for variable in component.ports:
                 stack.check_port_free(int(settings[variable]), variable, component.name)
     started: list[str] = []
     try:
-        for component in COMPONENTS:
+        for component in components:
             pid = stack.read_pid(settings, component.name)
             if pid:
                 log(f"  {component.name:<14} already running (pid {pid})")
@@ -441,6 +489,8 @@ def status(settings: dict[str, str], log: Callable[[str], None] = print) -> bool
     log(f"  {'process':<14} {'pid':<8} {'port':<6} {'health':<8} log")
     for component in COMPONENTS:
         pid = stack.read_pid(settings, component.name)
+        if not component.enabled(settings) and not pid:
+            continue
         answers = component.ready(settings)()
         health = ("up" if answers else "DOWN") if pid else ("foreign" if answers else "stopped")
         healthy &= bool(pid) and answers
@@ -451,6 +501,8 @@ def status(settings: dict[str, str], log: Callable[[str], None] = print) -> bool
         log(f"  {'envoy':<14} {pid:<8} {settings['WIRELENS_GATEWAY_PORT']:<6} "
             f"listens on {sorted(listening_addresses(int(settings['WIRELENS_GATEWAY_PORT'])))}, "
             f"admin {admin_url(settings)}")
+        log(f"  the wirelens filter's {'native' if native(settings) else 'wasm'} build "
+            f"(WIRELENS_FILTER_MODULE; `gateway.py filters` shows the listener's filters)")
     return healthy
 
 

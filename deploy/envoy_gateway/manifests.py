@@ -19,14 +19,27 @@ Files (one directory, which Envoy Gateway's file provider watches):
   wirelens-policy.yaml  EnvoyExtensionPolicy: the wasm filter (HTTP code source
                         + sha256, plugin config = the operation map plus the
                         settings given: sample_rate, counterfactual_rate,
-                        counterfactual_max_bytes), failOpen
+                        counterfactual_max_bytes), failOpen; with module
+                        `native` the dynamic module instead (`dynamicModule`:
+                        the module the EnvoyProxy registers, filterName
+                        wirelens, the same config)
   standalone.yaml       only in standalone mode: Secret `envoy` and the
                         EnvoyPatchPolicy that makes a host-run gateway work on
                         one machine (see patch_policy())
 
 The plugin configuration: Envoy Gateway hands `config` to the filter as the
 JSON text of that object (compact, keys sorted), which is what the filter
-parses (filters/README.md, "Plugin configuration").
+parses (filters/README.md, "Plugin configuration"). The native build
+(envoy/wiring.py, MODULES) gets the same text as its filter_config.
+
+The native build (Inputs.module "native"): Envoy Gateway v1.9 loads a dynamic
+module only from a registry in the EnvoyProxy (`spec.dynamicModules`: a name and
+the .so's absolute path on the proxy's filesystem, `source.type: Local`) that
+the EnvoyExtensionPolicy's `dynamicModule` names; it renders Envoy's
+DynamicModuleFilter with `module.local.filename`, disabled on the listener and
+enabled per route, as it does the wasm filter. The .so must be on every proxy
+(an init container, an image of your own, a volume): Envoy Gateway does not
+ship it.
 """
 
 from __future__ import annotations
@@ -85,6 +98,12 @@ FILTERS_AHEAD_OF_WASM = (
     "custom_response", "health_check", "fault", "cors", "csrf", "header_mutation", "ext_authz",
     "api_key_auth", "basic_auth", "oauth2", "jwt_authn", "stateful_session", "buffer", "lua", "ext_proc",
 )
+# The dynamic-module filters come after every wasm filter by default (order 250, wasm 200):
+# the native build goes before those and before any wasm filter another policy adds.
+FILTERS_AHEAD_OF_NATIVE = (*FILTERS_AHEAD_OF_WASM, "wasm")
+# The http filter type Envoy Gateway orders, per build of wirelens.
+FILTER_TYPES = {"wasm": "envoy.filters.http.wasm", "native": "envoy.filters.http.dynamic_modules"}
+NATIVE_MODULE = "wirelens"        # the EnvoyProxy's registry name of the .so
 
 
 @dataclasses.dataclass
@@ -111,6 +130,10 @@ class Inputs:
     # Where the services and the Collector listen: an IP, or a DNS name. Envoy Gateway
     # accepts loopback Backends only with the Host infrastructure (standalone).
     host: str = "127.0.0.1"
+    # Which build of the filter (envoy/wiring.py, MODULES); for `native`, where the .so is on
+    # the proxy's filesystem (absolute).
+    module: str = "wasm"
+    native_path: str | None = None
 
 
 def sha256_file(path: Path) -> str:
@@ -183,11 +206,12 @@ def gateway_resources(inputs: Inputs) -> list[dict]:
 
 def envoy_proxy(inputs: Inputs) -> dict:
     collector = [_backend_ref("wirelens-collector")]
+    ahead = FILTERS_AHEAD_OF_NATIVE if inputs.module == "native" else FILTERS_AHEAD_OF_WASM
     spec: dict = {
         "concurrency": inputs.concurrency,
         # wirelens first among the HTTP filters, whatever other policies add (see FILTERS_AHEAD_OF_WASM).
-        "filterOrder": [{"name": "envoy.filters.http.wasm", "before": f"envoy.filters.http.{name}"}
-                        for name in reversed(FILTERS_AHEAD_OF_WASM)],
+        "filterOrder": [{"name": FILTER_TYPES[inputs.module], "before": f"envoy.filters.http.{name}"}
+                        for name in reversed(ahead)],
         "telemetry": {
             # One OpenTelemetry access-log record per call, with the attributes and
             # resource of the local stack (envoy/wiring.py) and the same body.
@@ -208,6 +232,10 @@ def envoy_proxy(inputs: Inputs) -> dict:
             },
         },
     }
+    if inputs.module == "native":
+        # The registry the policy's dynamicModule names: Envoy Gateway loads no module it does not list.
+        spec["dynamicModules"] = [{"name": NATIVE_MODULE,
+                                   "source": {"type": "Local", "local": {"path": native_path(inputs)}}}]
     if inputs.standalone:
         spec["provider"] = {"type": "Host", "host": {"envoyVersion": ENVOY_VERSION}}
         # Host mode gives Envoy's admin an ephemeral port; a known one serves /config_dump and /stats.
@@ -223,9 +251,25 @@ def plugin_config(inputs: Inputs) -> dict:
                                          counterfactual_max_bytes=inputs.counterfactual_max_bytes)
 
 
+def native_path(inputs: Inputs) -> str:
+    """The .so's absolute path on the proxy, or ValueError naming what is missing."""
+    if not inputs.native_path or not inputs.native_path.startswith("/"):
+        raise ValueError(f"the native module needs the .so's absolute path on the proxy (native_path: "
+                         f"{inputs.native_path!r})")
+    return inputs.native_path
+
+
 def extension_policy(inputs: Inputs) -> dict:
+    target = [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": NAME}]
+    if wiring.check_module(inputs.module) == "native":
+        # No failOpen here: a dynamic module has no failure policy in Envoy; wirelens' own fails open.
+        return {"apiVersion": EG, "kind": "EnvoyExtensionPolicy", "metadata": _meta(NAME), "spec": {
+            "targetRefs": target,
+            "dynamicModule": [{"name": NATIVE_MODULE, "filterName": wiring.FILTER_NAME,
+                               "config": plugin_config(inputs)}],
+        }}
     return {"apiVersion": EG, "kind": "EnvoyExtensionPolicy", "metadata": _meta(NAME), "spec": {
-        "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": NAME}],
+        "targetRefs": target,
         "wasm": [{
             "name": "wirelens",
             "rootID": "wirelens",
@@ -263,15 +307,19 @@ def patch_policy(inputs: Inputs) -> dict:
     def replace(path: str, value) -> dict:
         return {"op": "replace", "path": path, "value": value}
 
+    # wasm_cluster exists only while a wasm filter does: the native build has none to patch.
+    wasm_cluster = [] if inputs.module == "native" else [
+        {"type": cluster, "name": WASM_CLUSTER, "operation": replace(
+            "/load_assignment/endpoints/0/lb_endpoints/0/endpoint/address/socket_address/address", "127.0.0.1")},
+        {"type": cluster, "name": WASM_CLUSTER, "operation": replace(
+            "/transport_socket/typed_config/common_tls_context/validation_context/trusted_ca/filename",
+            str(inputs.envoy_certs / "ca.crt"))},
+    ]
     return {"apiVersion": EG, "kind": "EnvoyPatchPolicy", "metadata": _meta("wirelens-standalone"), "spec": {
         "targetRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": NAME},
         "type": "JSONPatch",
         "jsonPatches": [
-            {"type": cluster, "name": WASM_CLUSTER, "operation": replace(
-                "/load_assignment/endpoints/0/lb_endpoints/0/endpoint/address/socket_address/address", "127.0.0.1")},
-            {"type": cluster, "name": WASM_CLUSTER, "operation": replace(
-                "/transport_socket/typed_config/common_tls_context/validation_context/trusted_ca/filename",
-                str(inputs.envoy_certs / "ca.crt"))},
+            *wasm_cluster,
             {"type": listener, "name": LISTENER_XDS_NAME, "operation": replace(
                 "/address/socket_address/address", "127.0.0.1")},
             {"type": listener, "name": READY_LISTENER_XDS_NAME, "operation": replace(
@@ -363,6 +411,13 @@ def main(argv: list[str] | None = None) -> int:
         description="Render wirelens' Envoy Gateway resources. Ports come from deploy/envoy_gateway/ports.env "
                     "and deploy/local/ports.env, each overridable by an environment variable of the same name.")
     parser.add_argument("-o", "--out", required=True, type=Path, help="directory to write the files into")
+    parser.add_argument("--module", choices=wiring.MODULES, default="wasm",
+                        help="the filter's build: wasm (the EnvoyExtensionPolicy's wasm, fetched by URL; default) "
+                             "or native (its dynamicModule, the .so registered in the EnvoyProxy by path)")
+    parser.add_argument("--native-path", default=str(wiring.MODULE_FILES["native"]),
+                        help="with --module native: the .so's absolute path on the proxy's filesystem "
+                             "(default: this checkout's build, %(default)s; on a cluster, where your image "
+                             "or volume puts it)")
     parser.add_argument("--wasm", type=Path, default=ROOT / "build" / "wirelens_filter.wasm",
                         help="the module, for its sha256 (default: build/wirelens_filter.wasm)")
     parser.add_argument("--wasm-url", help="where Envoy Gateway downloads the module "
@@ -380,13 +435,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from deploy.local import stack  # the local stack's ports
 
+    native = args.module == "native"
+    if native and not args.native_path.startswith("/"):
+        parser.error(f"--native-path {args.native_path}: the .so's absolute path on the proxy's filesystem")
+
     local = stack.load_settings()
     ports = load_ports()
     inputs = Inputs(
         gateway_port=int(ports["WIRELENS_GATEWAY_PORT"]), rest_port=int(local["WIRELENS_REST_PORT"]),
         grpc_port=int(local["WIRELENS_GRPC_PORT"]), collector_port=int(local["WIRELENS_COLLECTOR_OTLP_PORT"]),
         wasm_url=args.wasm_url or f"http://127.0.0.1:{ports['WIRELENS_GATEWAY_WASM_PORT']}/{args.wasm.name}",
-        wasm_sha256=sha256_file(args.wasm), plugin_config=json.loads(args.plugin_config.read_text()),
+        wasm_sha256="" if native else sha256_file(args.wasm),
+        plugin_config=json.loads(args.plugin_config.read_text()),
+        module=args.module, native_path=args.native_path if native else None,
         envoy_admin_port=int(ports["WIRELENS_GATEWAY_ADMIN_PORT"]),
         ready_port=int(ports["WIRELENS_GATEWAY_READY_PORT"]), sample_rate=args.sample_rate,
         counterfactual_rate=args.counterfactual_rate, counterfactual_max_bytes=args.counterfactual_max_bytes,

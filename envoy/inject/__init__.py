@@ -14,7 +14,7 @@ Run as `python -m envoy.inject` from the checkout, or `bin/wirelens inject`. One
 from .cli import main
 from .edit import inject, remove
 from .layout import parse
-from .model import ACCESS_LOG_NAME, HCM_TYPE, TRANSCODER_TYPE, WASM_TYPE, InjectError, Options
+from .model import ACCESS_LOG_NAME, DYNAMIC_MODULE_TYPE, HCM_TYPE, TRANSCODER_TYPE, WASM_TYPE, InjectError, Options
 
-__all__ = ["ACCESS_LOG_NAME", "HCM_TYPE", "TRANSCODER_TYPE", "WASM_TYPE", "InjectError", "Options",
+__all__ = ["ACCESS_LOG_NAME", "DYNAMIC_MODULE_TYPE", "HCM_TYPE", "TRANSCODER_TYPE", "WASM_TYPE", "InjectError", "Options",
            "inject", "main", "parse", "remove"]

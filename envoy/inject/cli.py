@@ -8,8 +8,9 @@
     wirelens inject --update-ecds --ecds-dir DIR --counterfactual-rate 1   size every recorded call's payloads
 
 In every HTTP connection manager of the bootstrap's static listeners (or
-those named with --listener) it puts the wirelens wasm filter first among
-the http_filters (FAIL_OPEN), appends an access log that carries the
+those named with --listener) it puts the wirelens filter first among
+the http_filters (failing open: the Wasm build, or with --module native the
+Envoy dynamic module), appends an access log that carries the
 per-call record, and either adds OpenTelemetry tracing or, where the HCM
 already traces, adds wirelens' custom tags to the tracer it has. The record
 goes to a Collector over OTLP/gRPC (--collector) or, with
@@ -23,8 +24,8 @@ or, when there is none, from the descriptor your grpc_json_transcoder uses;
 with the schema of its messages ("descriptors") unless --no-descriptors.
 
 What it recognises as its own (and --remove takes out): http filters named
-`wirelens` / `wirelens_transcoded` or running the wasm root context
-`wirelens`, access logs named `wirelens.access_log`,
+`wirelens` / `wirelens_transcoded`, running the wasm root context
+`wirelens` or the dynamic module's filter `wirelens`, access logs named `wirelens.access_log`,
 custom tags named `wirelens.*`, tracing whose provider exports to the cluster
 `wirelens_otel_collector`, and that cluster.
 """
@@ -81,8 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
     plugin_settings.add_sample_rate_flag(what)
     plugin_settings.add_grpc_message_bytes_flag(what)
     plugin_settings.add_counterfactual_flags(what)
+    what.add_argument("--module", choices=wiring.MODULES,
+                      help="which build of the filter: wasm (proxy-wasm in V8, sandboxed; the default) or native "
+                           "(the Envoy dynamic module: cheaper, Envoy 1.40 and Envoy Gateway). Both record the "
+                           "same and publish it the same way: the access log and tracing are the same")
     what.add_argument("--wasm", metavar="FILE",
                       help=f"the filter's .wasm (default: {default_wasm}; with --update-ecds: keep the module)")
+    what.add_argument("--native", metavar="FILE",
+                      help=f"with --module native (implies it): the dynamic module's .so (default: "
+                           f"{wiring.MODULE_FILES['native']}, `make native`; with --update-ecds: keep the module)")
     where = parser.add_argument_group("where the record goes")
     where.add_argument("--collector", type=_collector, default=("127.0.0.1", 4317), metavar="HOST:PORT",
                        help="the OpenTelemetry Collector's OTLP/gRPC receiver (default 127.0.0.1:4317)")
@@ -100,17 +108,34 @@ def build_parser() -> argparse.ArgumentParser:
     live = parser.add_argument_group("live updates (ECDS)")
     live.add_argument("--ecds-dir", metavar="DIR",
                       help="serve the filter through Extension Config Discovery from files in DIR "
-                           "(one resource per file, written atomically, and a content-addressed copy of the .wasm)")
+                           "(one resource per file, written atomically, and a content-addressed copy of the module)")
     live.add_argument("--ecds-ads", action="store_true",
                       help="with --ecds-dir: the HCMs ask your control plane (ADS) instead; DIR gets the "
                            "resources it must serve")
     return parser
 
 
+def chosen_module(args: argparse.Namespace) -> str:
+    """The build --module names (--native implies native), or InjectError when --wasm/--native disagree with it."""
+    module = args.module or ("native" if args.native else "wasm")
+    other = "wasm" if module == "native" else "native"
+    if getattr(args, other):
+        raise InjectError(f"--{other} is the {other} build's file, and the build is {module} "
+                          f"(--module {module}): give --{module} FILE, or --module {other}")
+    return module
+
+
 def options_from(args: argparse.Namespace) -> Options:
-    wasm = Path(args.wasm or ROOT / "build" / "wirelens_filter.wasm").resolve()
-    if not wasm.is_file():
-        raise InjectError(f"--wasm {wasm}: no such file (build it with `make filter`)")
+    module = chosen_module(args)
+    wasm = native = None
+    if module == "wasm":
+        wasm = Path(args.wasm or ROOT / "build" / "wirelens_filter.wasm").resolve()
+        if not wasm.is_file():
+            raise InjectError(f"--wasm {wasm}: no such file (build it with `make filter`)")
+    else:
+        native = Path(args.native or wiring.MODULE_FILES["native"]).resolve()
+        if not native.is_file() and (args.native or not args.update_ecds):
+            raise InjectError(f"--native {native}: no such file (build it with `{wiring.MODULE_BUILDS['native']}`)")
     if args.access_log == "file" and not args.access_log_path:
         raise InjectError("--access-log file needs --access-log-path FILE (the JSON-lines file logship ships)")
     options = Options(
@@ -122,7 +147,7 @@ def options_from(args: argparse.Namespace) -> Options:
         counterfactual_max_bytes=args.counterfactual_max_bytes,
         packages=None if not args.package else tuple(args.package), listeners=tuple(args.listener),
         ecds_dir=Path(args.ecds_dir).resolve() if args.ecds_dir else None, ecds_ads=args.ecds_ads,
-        descriptors=not args.no_descriptors)
+        descriptors=not args.no_descriptors, module=module, native=native)
     if args.descriptor_set:
         try:
             options.descriptor_set = Path(args.descriptor_set).read_bytes()
@@ -142,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.update_ecds:
             if not args.ecds_dir or args.diff or args.config:
                 parser.error("--update-ecds takes --ecds-dir and the settings to change, no config or --diff")
-            report, written = update_ecds(Path(args.ecds_dir).resolve(), options_from(args), bool(args.wasm))
+            report, written = update_ecds(Path(args.ecds_dir).resolve(), options_from(args),
+                                          bool(args.wasm or args.native), module_named=bool(args.module))
             for note in report.notes:
                 say(note)
             say("\n".join(f"wrote {p}" for p in written) or "unchanged: the resources already say this")
@@ -167,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             say("error: no HTTP connection manager was changed")
             return 1
         if not args.remove and options.ecds_dir is not None and not args.diff:
-            for path in write_ecds(options.ecds_dir, report.ecds_resources, options.wasm):
+            for path in write_ecds(options.ecds_dir, report.ecds_resources, options.code):
                 say(f"wrote {path}")
         if args.diff:
             sys.stdout.writelines(difflib.unified_diff(

@@ -20,8 +20,8 @@ from .model import (
     InjectError,
     Options,
     Report,
+    ecds_module_path,
     ecds_resource_path,
-    ecds_wasm_path,
 )
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -39,10 +39,10 @@ def write_atomically(path: Path, data: bytes) -> None:
 
 
 def write_ecds(directory: Path, resources: dict[str, dict], wasm: Path | None) -> list[Path]:
-    """One file per resource (ECDS takes exactly one resource per file), and the wasm it names."""
+    """One file per resource (ECDS takes exactly one resource per file), and the module (.wasm or .so) it names."""
     written = []
     if wasm is not None:
-        code = ecds_wasm_path(directory, wasm)
+        code = ecds_module_path(directory, wasm)
         if not code.exists():
             write_atomically(code, wasm.read_bytes())
             written.append(code)
@@ -56,8 +56,13 @@ def write_ecds(directory: Path, resources: dict[str, dict], wasm: Path | None) -
     return written
 
 
-def update_ecds(directory: Path, options: Options, new_wasm: bool) -> tuple[Report, list[Path]]:
-    """Change the ECDS resources in directory live: what the options name, the rest stays."""
+def update_ecds(directory: Path, options: Options, new_wasm: bool,
+                module_named: bool = False) -> tuple[Report, list[Path]]:
+    """Change the ECDS resources in directory live: what the options name, the rest stays.
+
+    new_wasm: the options carry a new build of the module (options.code); module_named: the
+    user named the build (--module), which must be the resources' own (the HCMs accept only
+    the type they were injected with)."""
     report = Report()
     names = [name for name in OUR_FILTER_NAMES if ecds_resource_path(directory, name).exists()]
     if not names:
@@ -71,12 +76,15 @@ def update_ecds(directory: Path, options: Options, new_wasm: bool) -> tuple[Repo
         path = ecds_resource_path(directory, name)
         try:
             (resource,) = json.loads(path.read_text())["resources"]
-            wasm = resource["typed_config"]["config"]
-            current = json.loads(wasm["configuration"]["value"])
-            code = Path(wasm["vm_config"]["code"]["local"]["filename"])
+            module, configuration, code = wiring.filter_parts(resource["typed_config"])
+            current = json.loads(configuration)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InjectError(f"{path}: not a wirelens ECDS resource this tool wrote ({exc!r}); "
                               "inject with --ecds-dir again") from None
+        if (new_wasm or module_named) and module != options.module:
+            raise InjectError(f"{path}: serves the {module} build, and --module {options.module} was given: the "
+                              f"HTTP connection managers accept only the {module} filter's type through ECDS. "
+                              f"To switch builds, inject again with --module {options.module}")
         changes = []
         if operations is not None:
             changes.append(f"operations {len(current.get('operations', []))} -> {len(operations['operations'])}")
@@ -113,11 +121,11 @@ def update_ecds(directory: Path, options: Options, new_wasm: bool) -> tuple[Repo
         if options.counterfactual_rate is not None:
             unused = counterfactual_note(current) or unused
         if new_wasm:
-            new_code = ecds_wasm_path(directory, options.wasm)
+            new_code = ecds_module_path(directory, options.code)
             changes.append(f"module {code.name} -> {new_code.name}")
             code = new_code
         report.note(f"{name}: {', '.join(changes) or 'nothing to change'}")
-        resources[name] = wiring.wasm_config(name, wiring.plugin_configuration(current), code)
+        resources[name] = wiring.filter_config(module, name, wiring.plugin_configuration(current), code)
     if unused:
         report.note(unused)
     if sampling_changed:
@@ -126,5 +134,5 @@ def update_ecds(directory: Path, options: Options, new_wasm: bool) -> tuple[Repo
                     "should log only sampled calls (unsampled ones have no record; the materialized view drops their "
                     "lines, so counts stay right, but they still travel to the Collector), at 1 every call. "
                     f"To change it, inject again with --sample-rate {options.sample_rate:g}")
-    return report, write_ecds(directory, resources, options.wasm if new_wasm else None)
+    return report, write_ecds(directory, resources, options.code if new_wasm else None)
 

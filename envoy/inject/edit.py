@@ -22,6 +22,7 @@ from .layout import Document
 from .model import (
     ACCESS_LOG_NAME,
     COLLECTOR_CLUSTER,
+    DYNAMIC_MODULE_TYPE,
     FILTER_NAME,
     OUR_FILTER_NAMES,
     PLUGIN_SETTINGS,
@@ -31,8 +32,8 @@ from .model import (
     InjectError,
     Options,
     Report,
+    ecds_module_path,
     ecds_resource_path,
-    ecds_wasm_path,
 )
 
 def plugin_config(options: Options, operation_map: dict, transcoded: bool) -> str:
@@ -62,9 +63,13 @@ def filter_entry(options: Options, name: str, typed: dict) -> dict:
             # filter runs with the configuration it had when it was injected.
             "default_config": typed,
             "apply_default_config_without_warming": True,
-            "type_urls": [WASM_TYPE],
+            "type_urls": [wiring.FILTER_TYPES[options.module]],
         },
     }
+
+
+# How the report names each build of the filter.
+BUILD_NOTES = {"wasm": "wasm, FAIL_OPEN", "native": "native: Envoy dynamic module, fails open"}
 
 
 def _our_cluster(provider: Any) -> bool:
@@ -82,16 +87,16 @@ def inject_hcm(site: HcmSite, bootstrap: dict, options: Options, operation_map: 
     transcoded = is_transcoding(hcm)
     name = TRANSCODED_FILTER_NAME if transcoded else FILTER_NAME
     configuration = plugin_config(options, operation_map, transcoded)
-    code = options.wasm
+    code = options.code
     if options.ecds_dir is not None:
-        code = ecds_wasm_path(options.ecds_dir, options.wasm)
-    typed = wiring.wasm_config(name, configuration, code)
+        code = ecds_module_path(options.ecds_dir, options.code)
+    typed = wiring.filter_config(options.module, name, configuration, code)
     if options.ecds_dir is not None:
         report.ecds_resources[name] = typed
     others = [f.get("name", "?") for f in hcm["http_filters"]]
     hcm["http_filters"].insert(0, filter_entry(options, name, typed))
     lines = [f"{site.label}, stat_prefix {hcm.get('stat_prefix', '?')}:",
-             f"  + http filter {name} (wasm, FAIL_OPEN) first, before {', '.join(others)}"
+             f"  + http filter {name} ({BUILD_NOTES[options.module]}) first, before {', '.join(others)}"
              + (" via ECDS" if options.ecds_dir is not None else "")]
     settings = {key: value for key, value in json.loads(configuration).items() if key in PLUGIN_SETTINGS}
     if settings:
@@ -144,10 +149,13 @@ def inject_hcm(site: HcmSite, bootstrap: dict, options: Options, operation_map: 
 
 
 def is_wirelens_filter(http_filter: dict) -> bool:
-    """Ours by name, or a wasm filter running the wirelens root context (added by hand)."""
+    """Ours by name, or a wasm filter running the wirelens root context, or a dynamic module's
+    wirelens filter (added by hand)."""
     if http_filter.get("name") in OUR_FILTER_NAMES:
         return True
     typed = http_filter.get("typed_config")
+    if type_url(typed) == DYNAMIC_MODULE_TYPE:
+        return typed.get("filter_name") == FILTER_NAME
     return type_url(typed) == WASM_TYPE and ((typed.get("config") or {}).get("root_id") == "wirelens")
 
 

@@ -31,6 +31,9 @@ TAG_PREFIX = "wirelens."
 WASM_TYPE = wiring.WASM_TYPE
 
 
+DYNAMIC_MODULE_TYPE = wiring.DYNAMIC_MODULE_TYPE
+
+
 TYPED_EXTENSION_CONFIG_TYPE = "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig"
 
 
@@ -59,7 +62,7 @@ class InjectError(Exception):
 
 @dataclasses.dataclass
 class Options:
-    wasm: Path
+    wasm: Path | None                 # the Wasm build (module wasm)
     collector_host: str = "127.0.0.1"
     collector_port: int = 4317
     access_log: str = "otlp"
@@ -77,6 +80,13 @@ class Options:
     listeners: tuple[str, ...] = ()
     ecds_dir: Path | None = None
     ecds_ads: bool = False
+    module: str = "wasm"              # which build of the filter (wiring.MODULES)
+    native: Path | None = None        # the native build, the dynamic module's .so (module native)
+
+    @property
+    def code(self) -> Path:
+        """The chosen build's file: the .wasm or the .so."""
+        return self.native if self.module == "native" else self.wasm
 
 
 @dataclasses.dataclass
@@ -95,8 +105,13 @@ def ecds_resource_path(directory: Path, name: str) -> Path:
     return directory / f"{name}.json"
 
 
-def ecds_wasm_path(directory: Path, wasm: Path) -> Path:
-    """Content-addressed: a new build is a new file name, so the resource changes and Envoy reloads it."""
-    digest = hashlib.sha256(wasm.read_bytes()).hexdigest()[:16]
-    return directory / f"wirelens-{digest}.wasm"
+def ecds_module_path(directory: Path, module: Path) -> Path:
+    """Content-addressed: a new build is a new file name, so the resource changes and Envoy reloads it
+    (for a .so also a new path to dlopen: the same path would give back the library already loaded)."""
+    digest = hashlib.sha256(module.read_bytes()).hexdigest()[:16]
+    suffix = ".so" if module.suffix == ".so" else ".wasm"
+    return directory / f"wirelens-{digest}{suffix}"
+
+
+ecds_wasm_path = ecds_module_path
 

@@ -9,6 +9,10 @@ gateway: each is exactly one row in ClickHouse with its operation, protocol,
 body and message sizes, and one span in Jaeger. Then the EnvoyExtensionPolicy
 changes on disk (sample_rate 0, then 1 again) and Envoy follows, with every
 process still the one that started.
+
+Every test runs once per build of the filter (envoy/wiring.py, MODULES): the
+policy's wasm, and the native dynamic module the EnvoyProxy registers by path
+(WIRELENS_FILTER_MODULE=native), each in a gateway of its own.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from tests.e2e.test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REPLY, c
 
 from deploy.envoy_gateway import gateway
 from deploy.envoy_gateway import manifests
+from envoy import wiring
 
 
 PROTOCOLS = ("rest", "rest-proto", "grpc", "grpc-web", "grpc-web-text")
@@ -38,14 +43,23 @@ REST_CLUSTER = f"httproute/{manifests.NAMESPACE}/wirelens-http/rule/1"
 GRPC_CLUSTER = f"grpcroute/{manifests.NAMESPACE}/wirelens-grpc/rule/0"
 
 
-@pytest.fixture(scope="module")
-def envoy_gateway(local_stack, tmp_path_factory):
+# The wirelens filter's name in the gateway's listener, per build (Envoy Gateway v1.9.1's naming).
+FILTER_NAMES = {
+    "wasm": f"envoy.filters.http.wasm//{manifests.NAMESPACE}/{manifests.NAME}/wasm/0",
+    "native": f"envoy.filters.http.dynamic_modules//{manifests.NAMESPACE}/{manifests.NAME}/dynamic-module/0",
+}
+
+
+@pytest.fixture(scope="module", params=wiring.MODULES)
+def envoy_gateway(request, local_stack, tmp_path_factory):
     if not gateway.ENVOY_GATEWAY.exists():
         pytest.fail(f"{gateway.ENVOY_GATEWAY} is missing: {gateway.BUILD_HINT}")
+    module = request.param
     names = list(manifests.load_ports({}))
     environ = {**local_stack, **dict(zip(names, map(str, free_ports(len(names)))))}
-    environ["WIRELENS_GATEWAY_STATE_DIR"] = str(tmp_path_factory.mktemp("envoy-gateway"))
+    environ["WIRELENS_GATEWAY_STATE_DIR"] = str(tmp_path_factory.mktemp(f"envoy-gateway-{module}"))
     environ["WIRELENS_GATEWAY_CONCURRENCY"] = "1"
+    environ["WIRELENS_FILTER_MODULE"] = module
     settings = gateway.load_settings(environ)
     lines: list[str] = []
     try:
@@ -60,7 +74,7 @@ def envoy_gateway(local_stack, tmp_path_factory):
         lines.append(f"  down in {time.monotonic() - t0:.1f}s")
         ARTIFACTS.mkdir(exist_ok=True)
         for log in (Path(settings["WIRELENS_STATE_DIR"]) / "logs").glob("*.log"):
-            (ARTIFACTS / f"e2e-gateway-{log.name}").write_bytes(log.read_bytes())
+            (ARTIFACTS / f"e2e-gateway-{module}-{log.name}").write_bytes(log.read_bytes())
         print("\n".join(lines), file=sys.stderr)
         assert envoy is None or not Path(f"/proc/{envoy}").exists() or \
             Path(f"/proc/{envoy}/stat").read_text().rsplit(") ", 1)[1].startswith("Z"), \
@@ -78,7 +92,7 @@ def test_every_protocol_through_envoy_gateway_is_one_row_and_one_span(envoy_gate
     # What Envoy Gateway made of the resources: wirelens first, before grpc_web and the router,
     # on a listener that only loopback reaches.
     names = [f["name"] for f in gateway.http_filters(settings)]
-    assert names[0] == f"envoy.filters.http.wasm//{manifests.NAMESPACE}/{manifests.NAME}/wasm/0", names
+    assert names[0] == FILTER_NAMES[settings["WIRELENS_FILTER_MODULE"]], names
     assert "envoy.filters.http.grpc_web" in names and names[-1] == "envoy.filters.http.router", names
     assert gateway.listening_addresses(port) == {"127.0.0.1"}
 
@@ -119,7 +133,8 @@ def edit_policy(settings, sample_rate: float) -> None:
     path = gateway.paths(settings)["resources"] / "wirelens-policy.yaml"
     yaml = YAML()
     documents = list(yaml.load_all(path.read_text()))
-    documents[0]["spec"]["wasm"][0]["config"]["sample_rate"] = sample_rate
+    spec = documents[0]["spec"]
+    (spec["dynamicModule"] if gateway.native(settings) else spec["wasm"])[0]["config"]["sample_rate"] = sample_rate
     temporary = path.with_name(f".{path.name}.edit")   # names starting with '.' are not read
     with open(temporary, "w") as out:
         yaml.dump_all(documents, out)
@@ -127,8 +142,10 @@ def edit_policy(settings, sample_rate: float) -> None:
 
 
 def processes(settings) -> dict[str, int | None]:
-    return {"envoy-gateway": stack.read_pid(settings, "envoy-gateway"), "envoy": gateway.envoy_pid(settings),
-            "wasm-server": stack.read_pid(settings, "wasm-server")}
+    found = {"envoy-gateway": stack.read_pid(settings, "envoy-gateway"), "envoy": gateway.envoy_pid(settings)}
+    if not gateway.native(settings):   # the native build is a file on this host: no wasm server
+        found["wasm-server"] = stack.read_pid(settings, "wasm-server")
+    return found
 
 
 def rest_calls(settings, run_id: str, n: int) -> None:
@@ -204,7 +221,8 @@ def test_wirelens_stays_first_when_a_policy_adds_a_filter_envoy_gateway_puts_ahe
     try:
         chain = wait_for("the CORS filter in the gateway's listener", names,
                          lambda seen: "envoy.filters.http.cors" in seen, timeout_s=60, interval_s=0.1)
-        assert chain[0].startswith("envoy.filters.http.wasm/") and chain.index("envoy.filters.http.cors") == 1, chain
+        assert chain[0] == FILTER_NAMES[settings["WIRELENS_FILTER_MODULE"]], chain
+        assert chain.index("envoy.filters.http.cors") == 1, chain
     finally:
         path.unlink()
     wait_for("the CORS filter gone again", names, lambda seen: "envoy.filters.http.cors" not in seen,

@@ -36,6 +36,8 @@ from wirelens_helpers import supervise
 from wirelens_helpers.wait import wait_for
 from tests.e2e.test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REQUEST, grpc_frame, traceparent, varint
 from wirelens_helpers import programs
+from envoy import wiring
+from envoy.inject import edit
 
 USER_CONFIGS = ROOT / "tests" / "e2e" / "user_configs"
 CASES = json.loads((USER_CONFIGS / "cases.json").read_text())
@@ -193,8 +195,16 @@ def wirelens_span(trace: dict | None) -> tuple[dict, str] | None:
     return None
 
 
+def module_flags(module: str) -> list[str]:
+    """inject's flags for a build of the filter (envoy/wiring.py, MODULES): the same tool, only the filter differs."""
+    if module == "native":
+        return ["--module", "native", "--native", str(wiring.MODULE_FILES["native"])]
+    return ["--wasm", str(WASM)]
+
+
+@pytest.mark.parametrize("module", wiring.MODULES)
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
-def test_injected_user_config_measures_every_call_and_changes_nothing(local_stack, case, tmp_path, tls_cert):
+def test_injected_user_config_measures_every_call_and_changes_nothing(local_stack, case, module, tmp_path, tls_cert):
     settings = local_stack
     suffix = Path(case["file"]).suffix
     original_ports, injected_ports = new_ports(), new_ports()
@@ -205,7 +215,7 @@ def test_injected_user_config_measures_every_call_and_changes_nothing(local_stac
     injected = tmp_path / f"envoy-wirelens{suffix}"
     # The transcoder's config names its own descriptor set; the tool must find it there.
     descriptor = [] if case["name"] == "grpc-json-transcoder" else ["--descriptor-set", str(DESCRIPTORS)]
-    result = subprocess.run([*INJECT, str(users), "-o", str(injected), "--wasm", str(WASM), *descriptor,
+    result = subprocess.run([*INJECT, str(users), "-o", str(injected), *module_flags(module), *descriptor,
                              "--collector", f"127.0.0.1:{settings['WIRELENS_COLLECTOR_OTLP_PORT']}"],
                             env=programs.environment(), capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -214,7 +224,8 @@ def test_injected_user_config_measures_every_call_and_changes_nothing(local_stac
     validate(original, node_flags(case))
     validate(injected, node_flags(case))
 
-    run_id = f"inject-{case['name']}-{uuid.uuid4().hex[:8]}"
+    assert f"({edit.BUILD_NOTES[module]})" in result.stderr, result.stderr
+    run_id = f"inject-{module}-{case['name']}-{uuid.uuid4().hex[:8]}"
     envoys = []
     try:
         envoys.append(Envoy(original, original_ports["ADMIN_PORT"], tmp_path / "original.log", node_flags(case)))

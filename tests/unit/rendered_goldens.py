@@ -3,11 +3,13 @@
     rendered()   name -> text: the local template (envoy/render.py), inject's
                  output and report on the eight user configs of
                  tests/e2e/user_configs (and a few option sets), the Envoy
-                 Gateway resources and the Istio resources.
+                 Gateway resources and the Istio resources; the local
+                 template, inject and Envoy Gateway also with the native
+                 build of the filter (envoy/wiring.py, MODULES).
 
 Inputs are fixed so the output is the renderers' alone: the operation map and
 descriptor set are frozen copies under goldens/rendered/inputs (not build/),
-the wasm module is a small file of fixed bytes, ports are fixed numbers, and
+the wasm module and the native .so are small files of fixed bytes, ports are fixed numbers, and
 machine paths are written as @ROOT@ (the checkout) and @TMP@ (a scratch
 directory).
 
@@ -38,6 +40,7 @@ INPUTS = GOLDENS / "inputs"
 USER_CONFIGS = ROOT / "tests" / "e2e" / "user_configs"
 
 WASM_BYTES = b"\x00asm\x01\x00\x00\x00"  # a fixed module: inject copies it by digest for ECDS
+NATIVE_BYTES = b"\x7fELF golden"             # the same for the native build's .so
 PORTS = {name: str(20000 + i) for i, name in enumerate(envoy_render.PORT_VARIABLES)}
 USER_PORTS = {"LISTEN_PORT": "10000", "LISTEN_PORT_2": "10001", "ADMIN_PORT": "9901",
               "REST_PORT": "18080", "GRPC_PORT": "18090", "OTEL_PORT": "14317"}
@@ -51,6 +54,8 @@ class Scratch:
         self.dir = directory
         self.wasm = directory / "wirelens_filter.wasm"
         self.wasm.write_bytes(WASM_BYTES)
+        self.native = directory / "libwirelens.so"
+        self.native.write_bytes(NATIVE_BYTES)
         self.web = directory / "web"
         self.web.mkdir()
         for name in ("index.html", "app.js"):
@@ -86,6 +91,11 @@ def local_template(s: Scratch) -> dict[str, str]:
                                                               web_dir=s.web, **kwargs)
     out["local/envoy-no-web.yaml"] = envoy_render.render(PORTS, s.wasm, opmap_text(), descriptor_set,
                                                          web_dir=s.dir / "missing-web")
+    # The native build (WIRELENS_FILTER_MODULE=native): only the filter entries differ.
+    for name in ("file", "otlp-sampled"):
+        out[f"local/envoy-native-{name}.yaml"] = envoy_render.render(PORTS, s.native, opmap_text(), descriptor_set,
+                                                                     web_dir=s.web, module="native",
+                                                                     **variants[name])
     return out
 
 
@@ -148,6 +158,19 @@ def injected(s: Scratch) -> dict[str, str]:
     out["inject/front-proxy.ecds-update.report"] = f"exit {code}\n{stdout}{stderr}"
     for path in sorted(ecds.glob("*.json")):
         out[f"inject/front-proxy.ecds-update.{path.name}"] = path.read_text()
+
+    # The native build (--module native) into the same user configs, and through ECDS.
+    native = ["--module", "native", "--native", str(s.native)]
+    for case in cases:
+        path = by_name[case["name"]]
+        flags = [] if case["name"] == "grpc-json-transcoder" else descriptor
+        run(f"{case['name']}.native", [str(path), *native, *flags, "--collector", "127.0.0.1:14317"], path.suffix)
+    native_ecds = s.dir / "ecds-native"
+    run("front-proxy.native-ecds", [str(front), *native, *descriptor, "--ecds-dir", str(native_ecds)], ".yaml")
+    code, stdout, stderr = _inject(["--update-ecds", "--ecds-dir", str(native_ecds), *native, "--sample-rate", "0.1"])
+    out["inject/front-proxy.native-ecds-update.report"] = f"exit {code}\n{stdout}{stderr}"
+    for path in sorted(native_ecds.glob("*.json")):
+        out[f"inject/front-proxy.native-ecds-update.{path.name}"] = path.read_text()
     return out
 
 
@@ -162,6 +185,11 @@ def envoy_gateway(s: Scratch) -> dict[str, str]:
         "cluster": manifests.Inputs(**base, standalone=False, host="services.wirelens.svc"),
         "settings": manifests.Inputs(**base, standalone=False, sample_rate=0.25, counterfactual_rate=1.0,
                                      counterfactual_max_bytes=1000),
+        # The native build: the EnvoyProxy registers the .so by path, the policy's dynamicModule names it.
+        "native-standalone": manifests.Inputs(**base, standalone=True, envoy_certs=s.certs, module="native",
+                                              native_path=str(s.native)),
+        "native-cluster": manifests.Inputs(**base, standalone=False, host="services.wirelens.svc", module="native",
+                                           native_path="/usr/lib/envoy/modules/libwirelens.so", sample_rate=0.25),
     }
     header = manifests.HEADER.format(version=manifests.ENVOY_GATEWAY_VERSION)
     out = {}

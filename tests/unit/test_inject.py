@@ -443,3 +443,103 @@ def test_counterfactual_defaults_stay_the_filters_and_bad_values_name_the_flag(t
         with pytest.raises(SystemExit):
             run([str(source), "--wasm", str(wasm), flag, value], capsys)
         assert expected in capsys.readouterr().err, (flag, value)
+
+
+# -- the native build (--module native: the Envoy dynamic module) ---------------------------
+
+
+@pytest.fixture()
+def native(tmp_path) -> Path:
+    path = tmp_path / "libwirelens.so"
+    path.write_bytes(b"\x7fELF fixed")
+    return path
+
+
+def test_native_module_goes_first_with_the_same_configuration_log_and_tracing(tmp_path, wasm, native, capsys):
+    """Only the filter entry differs between the builds: the same plugin configuration text, access log,
+    tracing and cluster; --remove takes the native filter out as it takes the Wasm one."""
+    source = tmp_path / "envoy.yaml"
+    source.write_text(FRONT_PROXY)
+    flags = ["--descriptor-set", str(DESCRIPTORS)]
+    code, wasm_out, _ = run([str(source), "--wasm", str(wasm), *flags], capsys)
+    assert code == 0
+    code, out, err = run([str(source), "--module", "native", "--native", str(native), *flags], capsys)
+    assert code == 0, err
+    assert "+ http filter wirelens (native: Envoy dynamic module, fails open) first" in err
+    hcm, wasm_hcm = hcm_of(load(out)), hcm_of(load(wasm_out))
+    entry = hcm["http_filters"][0]
+    configuration = wasm_hcm["http_filters"][0]["typed_config"]["config"]["configuration"]["value"]
+    assert entry == wiring.native_filter(configuration, native)
+    assert entry["typed_config"]["dynamic_module_config"]["module"]["local"]["filename"] == str(native)
+    hcm["http_filters"].pop(0), wasm_hcm["http_filters"].pop(0)
+    assert hcm == wasm_hcm
+    assert load(out)["static_resources"]["clusters"] == load(wasm_out)["static_resources"]["clusters"]
+    # --native alone implies the module; twice is once; --remove gives back the original bytes.
+    (tmp_path / "injected.yaml").write_text(out)
+    assert run([str(tmp_path / "injected.yaml"), "--native", str(native), *flags], capsys)[1] == out
+    assert run([str(tmp_path / "injected.yaml"), "--remove"], capsys)[1] == FRONT_PROXY
+    # A Wasm injection over a native one replaces it (one wirelens filter, never two).
+    code, switched, _ = run([str(tmp_path / "injected.yaml"), "--wasm", str(wasm), *flags], capsys)
+    assert code == 0 and switched == wasm_out
+
+
+def test_a_native_filter_added_by_hand_is_recognised(tmp_path, wasm, native, capsys):
+    config = load(FRONT_PROXY)
+    hcm_of(config)["http_filters"].insert(1, {"name": "envoy.filters.http.dynamic_modules", "typed_config": {
+        "@type": inject.DYNAMIC_MODULE_TYPE, "dynamic_module_config": {"name": "wirelens"},
+        "filter_name": "wirelens"}})
+    source = tmp_path / "envoy.json"
+    source.write_text(json.dumps(config))
+    _, out, _ = run([str(source), "--wasm", str(wasm)], capsys)
+    names = [f["name"] for f in hcm_of(json.loads(out))["http_filters"]]
+    assert names == ["wirelens", "envoy.filters.http.rbac", "envoy.filters.http.grpc_web", "envoy.filters.http.router"]
+
+
+def test_module_flags_that_disagree_are_named(tmp_path, wasm, native, capsys):
+    source = tmp_path / "envoy.yaml"
+    source.write_text(FRONT_PROXY)
+    code, _, err = run([str(source), "--module", "native", "--wasm", str(wasm)], capsys)
+    assert code == 1 and "--wasm is the wasm build's file, and the build is native" in err
+    code, _, err = run([str(source), "--module", "wasm", "--native", str(native)], capsys)
+    assert code == 1 and "--native is the native build's file" in err
+    code, _, err = run([str(source), "--module", "native", "--native", str(tmp_path / "missing.so")], capsys)
+    assert code == 1 and "missing.so: no such file (build it with `make native`)" in err
+    with pytest.raises(SystemExit):
+        inject.main([str(source), "--module", "lua"])
+    assert "invalid choice: 'lua'" in capsys.readouterr().err
+
+
+def test_ecds_serves_the_native_filter_and_updates_it(tmp_path, wasm, native, capsys):
+    source = tmp_path / "envoy.yaml"
+    source.write_text(FRONT_PROXY)
+    ecds = tmp_path / "ecds"
+    code, out, err = run([str(source), "--native", str(native), "--ecds-dir", str(ecds)], capsys)
+    assert code == 0, err
+    discovery = hcm_of(load(out))["http_filters"][0]["config_discovery"]
+    assert discovery["type_urls"] == [inject.DYNAMIC_MODULE_TYPE]
+    resource_file = ecds / "wirelens.json"
+
+    def resource() -> dict:
+        (found,) = json.loads(resource_file.read_text())["resources"]
+        return found["typed_config"]
+
+    assert resource() == discovery["default_config"]
+    module, _, code_file = wiring.filter_parts(resource())
+    # Content-addressed, with its own suffix: a new build is a new path to dlopen.
+    assert module == "native" and code_file.parent == ecds and code_file.suffix == ".so"
+    assert code_file.read_bytes() == native.read_bytes()
+    code, _, err = run(["--update-ecds", "--ecds-dir", str(ecds), "--sample-rate", "0.25"], capsys)
+    assert code == 0, err
+    assert json.loads(wiring.filter_parts(resource())[1])["sample_rate"] == 0.25
+    assert wiring.filter_parts(resource())[0] == "native"
+    native.write_bytes(native.read_bytes() + b"\0")
+    code, _, err = run(["--update-ecds", "--ecds-dir", str(ecds), "--native", str(native)], capsys)
+    assert code == 0, err
+    new_code = wiring.filter_parts(resource())[2]
+    assert new_code != code_file and new_code.read_bytes() == native.read_bytes()
+    assert json.loads(wiring.filter_parts(resource())[1])["sample_rate"] == 0.25
+    # The HCMs accept only the type they were injected with: a switch of builds is a new injection.
+    code, _, err = run(["--update-ecds", "--ecds-dir", str(ecds), "--wasm", str(wasm)], capsys)
+    assert code == 1 and "serves the native build, and --module wasm was given" in err
+    (tmp_path / "injected.yaml").write_text(out)
+    assert run([str(tmp_path / "injected.yaml"), "--remove"], capsys)[1] == FRONT_PROXY
