@@ -64,6 +64,22 @@ def stack_on_free_ports(state_dir: Path, artifact_prefix: str, **overrides: str)
 
 
 @pytest.fixture(scope="session")
+def native_stack(tmp_path_factory):
+    """The local stack (Go services) with the filter's native build, the Envoy dynamic module
+    (WIRELENS_FILTER_MODULE=native): the exactness suites run on it as on the Wasm build's stacks
+    (stack_for_module). Started once, by the first native test, and kept for the others."""
+    with stack_on_free_ports(tmp_path_factory.mktemp("native-stack"), "e2e-native",
+                             WIRELENS_FILTER_MODULE="native") as settings:
+        yield settings
+
+
+def stack_for_module(request, wasm_fixture: str) -> dict:
+    """For a fixture parametrized over the filter's builds (envoy/wiring.py, MODULES): the stack
+    of that build: the Wasm build's own fixture (wasm_fixture), or the shared native_stack."""
+    return request.getfixturevalue(wasm_fixture if request.param == "wasm" else "native_stack")
+
+
+@pytest.fixture(scope="session")
 def local_stack(tmp_path_factory):
     # Every pair of services: the golden tests cover the Python pair (test_local_stack.py) and
     # the JVM pair (test_jvm_stack.py) too.

@@ -45,7 +45,8 @@ import h2.events
 import pytest
 from hyperframe.frame import ContinuationFrame, DataFrame, Frame, HeadersFrame
 
-from tests.e2e.conftest import stack, stack_on_free_ports
+from envoy import wiring
+from tests.e2e.conftest import stack, stack_for_module, stack_on_free_ports
 from wirelens_helpers.wait import wait_for
 
 # What the connection manager adds before the filter: x-request-id (a UUID's
@@ -248,9 +249,16 @@ class Case:
 
 
 @pytest.fixture(scope="module")
-def header_stack(tmp_path_factory):
+def wasm_header_stack(tmp_path_factory):
     with stack_on_free_ports(tmp_path_factory.mktemp("header-bytes"), "e2e-header-bytes") as settings:
         yield settings
+
+
+@pytest.fixture(scope="module", params=wiring.MODULES)
+def header_stack(request):
+    """Every test here runs on both builds of the filter (envoy/wiring.py, MODULES): its own stack
+    with the Wasm build, then the shared stack with the native build (conftest.native_stack)."""
+    return stack_for_module(request, "wasm_header_stack")
 
 
 @pytest.fixture(scope="module")

@@ -50,7 +50,8 @@ import uuid
 import grpc
 import pytest
 
-from tests.e2e.conftest import rows, stack_on_free_ports
+from envoy import wiring
+from tests.e2e.conftest import rows, stack_for_module, stack_on_free_ports
 from wirelens_helpers.wait import wait_for
 from tests.e2e.test_inject import call
 from tests.e2e.test_local_stack import grpc_frame, proto_string_field, traceparent
@@ -90,9 +91,16 @@ def envoy_disagreement(duration_us: int, envoy_ms: int, waited_before_filter_us:
 
 
 @pytest.fixture(scope="module")
-def latency_stack(tmp_path_factory):
+def wasm_latency_stack(tmp_path_factory):
     with stack_on_free_ports(tmp_path_factory.mktemp("latency"), "e2e-latency") as settings:
         yield settings
+
+
+@pytest.fixture(scope="module", params=wiring.MODULES)
+def latency_stack(request):
+    """Both builds of the filter (envoy/wiring.py, MODULES): a stack of its own with the Wasm build,
+    then the shared stack with the native build (conftest.native_stack, idle between its tests)."""
+    return stack_for_module(request, "wasm_latency_stack")
 
 
 def server_stream(port: int, protocol: str, headers: dict[str, str]) -> str:

@@ -17,7 +17,8 @@ import uuid
 import grpc
 import pytest
 
-from tests.e2e.conftest import ROOT, jaeger_trace, rows
+from envoy import wiring
+from tests.e2e.conftest import ROOT, jaeger_trace, rows, stack_for_module
 from wirelens_helpers.wait import wait_for
 
 N_CALLS = 40
@@ -57,8 +58,15 @@ REST_REPLY = json.dumps({"message": f"Hello, {NAME}"}, separators=(",", ":")).en
 # -- tests ----------------------------------------------------------------------------
 
 
-def test_exactly_n_rows_per_protocol(local_stack):
-    settings = local_stack
+@pytest.fixture(scope="module", params=wiring.MODULES)
+def exact_stack(request):
+    """The exactness tests below (rows byte for byte over the six protocols and the streaming shapes)
+    run on both builds of the filter: the Wasm build's session stack, then the native build's."""
+    return stack_for_module(request, "local_stack")
+
+
+def test_exactly_n_rows_per_protocol(exact_stack):
+    settings = exact_stack
     run_id = f"e2e-count-{uuid.uuid4().hex[:8]}"
     for protocol in PROTOCOLS:
         result = subprocess.run(
@@ -131,8 +139,8 @@ def call_grpc(settings, run_id: str, tp: str) -> bytes:
     return reply
 
 
-def test_known_message_bytes_status_and_span(local_stack):
-    settings = local_stack
+def test_known_message_bytes_status_and_span(exact_stack):
+    settings = exact_stack
     run_id = f"e2e-known-{uuid.uuid4().hex[:8]}"
     trace_ids = {}
 
@@ -206,11 +214,11 @@ def test_known_message_bytes_status_and_span(local_stack):
         assert tags["http.response.body.size"]["value"] == expected[protocol][0][1], protocol
 
 
-def test_grpc_request_answered_by_a_non_grpc_page_counts_no_response_frames(local_stack):
+def test_grpc_request_answered_by_a_non_grpc_page_counts_no_response_frames(exact_stack):
     """A gRPC request routed to the REST service gets a plain HTTP answer with no trailers.
     The filter sizes gRPC response headers without reading them and reads them only in
     the log phase when no trailers came: that late read must still see Envoy's headers."""
-    settings, run_id = local_stack, f"e2e-grpc-page-{uuid.uuid4().hex[:8]}"
+    settings, run_id = exact_stack, f"e2e-grpc-page-{uuid.uuid4().hex[:8]}"
     conn = http.client.HTTPConnection("127.0.0.1", int(settings["WIRELENS_ENVOY_PORT"]), timeout=10)
     conn.request("POST", "/v1/hello", body=grpc_frame(HELLO_REQUEST),
                  headers={"content-type": "application/grpc", "x-wirelens-run": run_id})
@@ -257,8 +265,8 @@ def stream_row(settings, run_id: str) -> dict[str, str]:
     return dict(zip(columns, found[0]))
 
 
-def test_client_stream_of_100000_messages_is_counted_exactly(local_stack):
-    settings, run_id = local_stack, f"e2e-client-stream-{uuid.uuid4().hex[:8]}"
+def test_client_stream_of_100000_messages_is_counted_exactly(exact_stack):
+    settings, run_id = exact_stack, f"e2e-client-stream-{uuid.uuid4().hex[:8]}"
     messages = [person(1 + i % 50) for i in range(100_000)]
     with grpc.insecure_channel(f"127.0.0.1:{settings['WIRELENS_ENVOY_PORT']}") as channel:
         register_batch = channel.stream_unary("/wirelens.v1.People/RegisterBatch")
@@ -278,8 +286,8 @@ def test_client_stream_of_100000_messages_is_counted_exactly(local_stack):
     }
 
 
-def test_bidi_stream_of_10000_messages_is_counted_exactly(local_stack):
-    settings, run_id = local_stack, f"e2e-bidi-{uuid.uuid4().hex[:8]}"
+def test_bidi_stream_of_10000_messages_is_counted_exactly(exact_stack):
+    settings, run_id = exact_stack, f"e2e-bidi-{uuid.uuid4().hex[:8]}"
     requests = [proto_string_field(1, f"TestContent{i}") for i in range(10_000)]
     with grpc.insecure_channel(f"127.0.0.1:{settings['WIRELENS_ENVOY_PORT']}") as channel:
         bi_stream = channel.stream_stream("/wirelens.v1.Echo/BiStream")
@@ -315,8 +323,8 @@ def protocols_for(streaming: str) -> list[tuple[str, str, str]]:
     return [("grpc", "grpc", "WIRELENS_ENVOY_PORT")]
 
 
-def test_every_operation_answers_over_every_protocol(local_stack):
-    settings, run_id = local_stack, f"e2e-matrix-{uuid.uuid4().hex[:8]}"
+def test_every_operation_answers_over_every_protocol(exact_stack):
+    settings, run_id = exact_stack, f"e2e-matrix-{uuid.uuid4().hex[:8]}"
     operations = json.loads((ROOT / "build" / "opmap.json").read_text())["operations"]
     calls = 3
     expected: dict[tuple[str, str], int] = {}
