@@ -50,8 +50,8 @@ help: ## list targets
 
 # ------------------------------------------------------------------ bootstrap
 
-.PHONY: bootstrap prereqs prereqs-jvm prereqs-all stack-build venv rust-target filter proto collector jaeger jaeger-ui services python-services jvm-services web browser ghz envoy-gateway manifest-tools manifest-schemas
-bootstrap: prereqs-all venv filter proto collector jaeger jaeger-ui services python-services jvm-services web ghz envoy-gateway manifest-tools manifest-schemas ## build everything that is missing or stale
+.PHONY: bootstrap prereqs prereqs-jvm prereqs-all stack-build venv rust-target filter native native-probe proto collector jaeger jaeger-ui services python-services jvm-services web browser ghz envoy-gateway manifest-tools manifest-schemas
+bootstrap: prereqs-all venv filter native proto collector jaeger jaeger-ui services python-services jvm-services web ghz envoy-gateway manifest-tools manifest-schemas ## build everything that is missing or stale
 
 # What each build needs (tools/check-prereqs): `demo` for the local stack's builds, a JDK and
 # Maven only for the JVM builds, `all` for bootstrap.
@@ -66,7 +66,7 @@ prereqs-all:
 # Jaeger's UI), and the Python or JVM pair when WIRELENS_STACKS (or STACK=) names them.
 comma := ,
 stack_pairs = $(if $(filter python all,$(subst $(comma), ,$(1))),python-services) $(if $(filter jvm all,$(subst $(comma), ,$(1))),jvm-services)
-stack-build: venv filter proto collector jaeger jaeger-ui services $(call stack_pairs,$(WIRELENS_STACKS)) ## what the local stack runs (not Envoy Gateway, the manifest tools or the other pairs)
+stack-build: venv filter native proto collector jaeger jaeger-ui services $(call stack_pairs,$(WIRELENS_STACKS)) ## what the local stack runs (not Envoy Gateway, the manifest tools or the other pairs)
 # `make up` (and demo, experiments) builds that BUILD_JOBS steps at a time, so downloads and
 # single-threaded steps overlap the compiles; ghz too for the cross-check of demo and
 # experiments, the pairs STACK= names, and the native filter (make native) when
@@ -89,6 +89,23 @@ filter: rust-target ## the wirelens filter -> build/wirelens_filter.wasm
 	@$(KEYED) filter build/wirelens_filter.wasm 'filters/Cargo.toml filters/Cargo.lock filters/core filters/wasm' -- bash -c \
 	  'cd filters && cargo build --release --locked --target $(WASM_TARGET) -p wirelens-filter && \
 	   cp $(CARGO_TARGET_DIR)/$(WASM_TARGET)/release/wirelens_filter.wasm $(ROOT)/build/wirelens_filter.wasm'
+
+# The same core as an Envoy dynamic module (filters/native, Envoy 1.40). Installed by rename:
+# an Envoy running the old .so keeps its mapping (cp onto a loaded library would change it under Envoy).
+native: prereqs ## the wirelens filter as a native Envoy module -> build/native/libwirelens.so
+	@$(KEYED) native build/native/libwirelens.so 'filters/Cargo.toml filters/Cargo.lock filters/core filters/native' -- bash -c \
+	  'cd filters && cargo build --release --locked -p wirelens-native && mkdir -p $(ROOT)/build/native && \
+	   cp $(CARGO_TARGET_DIR)/release/libwirelens.so $(ROOT)/build/native/.libwirelens.so.new && \
+	   mv -f $(ROOT)/build/native/.libwirelens.so.new $(ROOT)/build/native/libwirelens.so'
+
+# Tests only: the native module with feature panic-probe (a request header x-wirelens-panic: <hook>
+# panics in that hook), for the test that a panic fails the stream open. Its own target dir, so
+# it never replaces the release build's libwirelens.so.
+native-probe: prereqs ## the native module with the panic probe (tests) -> build/native-probe/libwirelens.so
+	@$(KEYED) native-probe build/native-probe/libwirelens.so 'filters/Cargo.toml filters/Cargo.lock filters/core filters/native' -- bash -c \
+	  'cd filters && CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/native-probe cargo build --release --locked -p wirelens-native --features panic-probe && \
+	   mkdir -p $(ROOT)/build/native-probe && cp $(CARGO_TARGET_DIR)/native-probe/release/libwirelens.so $(ROOT)/build/native-probe/.libwirelens.so.new && \
+	   mv -f $(ROOT)/build/native-probe/.libwirelens.so.new $(ROOT)/build/native-probe/libwirelens.so'
 
 proto: venv ## descriptor set, Go code, filter operation map (build/opmap.json)
 	@$(KEYED) proto build/opmap.json 'proto' -- proto/gen.sh
@@ -211,8 +228,9 @@ test: bootstrap test-unit test-e2e ## every test
 test-unit: bootstrap ## unit tests of each component
 	@echo "==> the record's one definition: filters/recordgen.py --check (filters/record.yaml)"
 	@$(PY) -m filters.recordgen --check
-	@echo "==> filter core: cargo test"
+	@echo "==> filter core, Wasm and native adapters: cargo test, clippy"
 	@cd filters && cargo test --locked --workspace
+	@cd filters && cargo clippy --locked --workspace --all-targets -- -D warnings
 	@echo "==> Go: gofmt, go vet, go test"
 	@unformatted=$$(gofmt -l $(patsubst ./%/...,%,$(GO_PACKAGES)) | grep -v '^services/gen/' || true); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt -w these files: $$unformatted" >&2; exit 1; fi

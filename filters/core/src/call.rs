@@ -14,13 +14,13 @@ use crate::classify::{accepts_protobuf, classify, Protocol};
 use crate::config::{Fields, Options};
 use crate::counterfactual::estimate::{Estimate, RequestHeaders};
 use crate::frame::{parse_status, GrpcTrailer};
-use crate::headers::iter_serialized;
+use crate::headers::HeaderEntries;
 use crate::host::{Body, HeaderMap, Host};
 use crate::json::cut_utf8;
 use crate::opmap::{OpMap, UNKNOWN_OPERATION};
 use crate::percent::decode_grpc_message;
 use crate::record::{url_path, Frames, Record};
-use std::rc::Rc;
+use std::sync::Arc;
 
 #[derive(Clone, Debug)]
 enum Resolved {
@@ -136,7 +136,7 @@ impl Response {
 /// State of one HTTP stream, and what it asks of its host.
 #[derive(Clone, Debug)]
 pub struct Call {
-    map: Rc<OpMap>,
+    map: Arc<OpMap>,
     options: Options,
     window: usize,
     protocol: Option<Protocol>,
@@ -178,14 +178,14 @@ fn header_sum<'a>(
     total
 }
 
-/// The bytes of a header map the host answered; a refused map is empty
+/// The entries of a header map the host answered; a refused map is empty
 /// (and the record malformed: [`Call::answered`]).
-fn entries<B: AsRef<[u8]>>(map: &Option<B>) -> &[u8] {
-    map.as_ref().map_or(&[], AsRef::as_ref)
+fn entries<M: HeaderEntries>(map: &Option<M>) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+    map.iter().flat_map(HeaderEntries::entries)
 }
 
 impl Call {
-    pub fn new(map: Rc<OpMap>) -> Self {
+    pub fn new(map: Arc<OpMap>) -> Self {
         Self {
             map,
             options: Options::default(),
@@ -232,6 +232,13 @@ impl Call {
         self
     }
 
+    /// Marks the record malformed (`wirelens.malformed`: 1): the adapter's
+    /// verdict on a call it can no longer vouch for (the native module
+    /// after a panic in one of its hooks).
+    pub fn mark_malformed(&mut self) {
+        self.malformed = true;
+    }
+
     // ----------------------------------------- inspection (tests, harnesses)
 
     #[cfg(any(test, feature = "test-support"))]
@@ -270,7 +277,7 @@ impl Call {
     pub fn on_request_headers<H: Host>(&mut self, host: &mut H, end_of_stream: bool) {
         let now = host.now_ns();
         let map = self.answered(host.header_map(HeaderMap::RequestHeaders));
-        self.request_headers(iter_serialized(entries(&map)), end_of_stream, now);
+        self.request_headers(entries(&map), end_of_stream, now);
     }
 
     /// A request body chunk of `body_size` bytes: counted; read from the
@@ -300,7 +307,9 @@ impl Call {
     pub fn on_response_headers<H: Host>(&mut self, host: &mut H, end_of_stream: bool) {
         let complete = if self.response_headers_need_entries(end_of_stream) {
             let map = self.answered(host.header_map(HeaderMap::ResponseHeaders));
-            self.response_headers(entries(&map), end_of_stream, host)
+            let bytes = self.response_headers(&map);
+            drop(map);
+            bytes.is_some_and(|b| self.response_headers_arrived(b, false, end_of_stream, host))
         } else {
             let size = self
                 .answered(host.header_map_size(HeaderMap::ResponseHeaders))
@@ -335,7 +344,9 @@ impl Call {
             .unwrap_or(0) as u64;
         let complete = if self.response_trailers_need_entries(size) {
             let map = self.answered(host.header_map(HeaderMap::ResponseTrailers));
-            self.response_trailers(iter_serialized(entries(&map)), host)
+            let arrived = self.response_trailers(entries(&map));
+            drop(map);
+            arrived && self.complete(|| host.now_ns())
         } else {
             self.response_trailer_size(size, host)
         };
@@ -370,7 +381,7 @@ impl Call {
         self.response = self.response.published();
         if deferred {
             if let Some(map) = self.answered(host.header_map(HeaderMap::ResponseHeaders)) {
-                self.deferred_response_headers(iter_serialized(map.as_ref()));
+                self.deferred_response_headers(map.entries());
             }
         }
         let mut json = host.record_buffer();
@@ -644,25 +655,19 @@ impl Call {
         true
     }
 
-    /// Response headers arrived with their entries. True when this
-    /// completes the response (headers with end of stream).
-    fn response_headers<H: Host>(
-        &mut self,
-        serialized: &[u8],
-        end_of_stream: bool,
-        host: &mut H,
-    ) -> bool {
+    /// Response headers arrived with their entries (a refused map has
+    /// none): their byte sum, or `None` when headers had arrived already.
+    /// The caller then notes their arrival
+    /// ([`Call::response_headers_arrived`]) once the map is dropped.
+    fn response_headers<M: HeaderEntries>(&mut self, map: &Option<M>) -> Option<u64> {
         if self.response.headers_seen() {
-            return false;
+            return None;
         }
-        let bytes = self.absorb_response_map(iter_serialized(serialized), true);
+        let bytes = self.absorb_response_map(entries(map), true);
         if let Some(e) = self.estimate.as_deref_mut() {
-            e.response_headers(
-                iter_serialized(serialized),
-                self.resp.mode != BodyMode::Ignore,
-            );
+            e.response_headers(entries(map), self.resp.mode != BodyMode::Ignore);
         }
-        self.response_headers_arrived(bytes, false, end_of_stream, host)
+        Some(bytes)
     }
 
     /// Response headers arrived, known only by their byte size because
@@ -725,18 +730,18 @@ impl Call {
         }
     }
 
-    /// Response trailers arrived with their entries. True when this
-    /// completes the response (it always does, unless already complete).
-    fn response_trailers<'a, H: Host>(
+    /// Response trailers arrived with their entries. True when the caller
+    /// is to complete the response ([`Call::complete`], once the map is
+    /// dropped): always, unless it had completed already.
+    fn response_trailers<'a>(
         &mut self,
         trailers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
-        host: &mut H,
     ) -> bool {
         if !self.trailers_arrived() {
             return false;
         }
         self.resp_trailer_bytes = self.absorb_response_map(trailers, false);
-        self.complete(|| host.now_ns())
+        true
     }
 
     /// Response trailers arrived, known only by their byte size.
@@ -862,7 +867,7 @@ mod tests {
 
     #[test]
     fn empty_call_record() {
-        let call = Call::new(Rc::new(OpMap::empty()));
+        let call = Call::new(Arc::new(OpMap::empty()));
         assert_eq!(
             call.record(None).to_json(),
             r#"{"wirelens.request.header.size":0,"wirelens.response.header.size":0,"wirelens.response.trailer.size":0,"http.request.body.size":0,"http.response.body.size":0,"wirelens.malformed":0}"#
@@ -892,7 +897,7 @@ mod tests {
     /// chunk, then trailers when `trailers`; the log phase. Returns the
     /// records the host accepted.
     fn whole_call(host: &mut MemoryHost, trailers: bool) -> Vec<String> {
-        let mut call = Call::new(Rc::new(OpMap::empty()));
+        let mut call = Call::new(Arc::new(OpMap::empty()));
         call.on_request_headers(host, false);
         call.on_request_body(host, 7, true);
         call.on_response_headers(host, false);
@@ -966,7 +971,7 @@ mod tests {
 
         // Deferred gRPC response headers refused in the log phase.
         let mut h = host("application/grpc", "text/plain");
-        let mut call = Call::new(Rc::new(OpMap::empty()));
+        let mut call = Call::new(Arc::new(OpMap::empty()));
         call.on_request_headers(&mut h, true);
         call.on_response_headers(&mut h, false);
         call.on_response_body(&mut h, 10, true);

@@ -1,4 +1,10 @@
-//! Reader (and writer, for tests) of the proxy-wasm serialized header map.
+//! A header map as the core reads it ([`HeaderEntries`]), and the reader
+//! (and writer, for tests) of the proxy-wasm serialized header map.
+//!
+//! A host hands a header map over in its own form: the proxy-wasm ABI as
+//! one serialized buffer ([`Serialized`]), Envoy's dynamic-module ABI as an
+//! array of `{name, value}` buffers pointing into Envoy's memory. The core
+//! only iterates `(name, value)` pairs, so neither is converted.
 //!
 //! Layout, as returned by `proxy_get_header_map_pairs`: a little-endian
 //! `u32` entry count `n`; `n` pairs of little-endian `u32` (name length,
@@ -6,6 +12,22 @@
 //! bytes, a NUL. Reading is zero-copy and bounds-checked: a truncated or
 //! inconsistent buffer simply ends the iteration early (see
 //! [`HeaderIter::is_truncated`]).
+
+/// A header map a host handed over: its `(name, value)` pairs, read in
+/// place, as often as the reader needs (no copy, no allocation).
+pub trait HeaderEntries {
+    fn entries(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_;
+}
+
+/// A header map in the proxy-wasm serialized layout (`proxy_get_header_map_pairs`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Serialized<B>(pub B);
+
+impl<B: AsRef<[u8]>> HeaderEntries for Serialized<B> {
+    fn entries(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        iter_serialized(self.0.as_ref())
+    }
+}
 
 /// Iterator over `(name, value)` pairs of a serialized header map.
 #[derive(Clone, Debug)]

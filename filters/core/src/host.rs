@@ -5,16 +5,27 @@
 //! passes a [`Host`], and the call itself decides which host calls to make:
 //! a header map's entries or only its size, body bytes at an offset, the
 //! clock, and the one publication. The wasm adapter implements [`Host`]
-//! over the proxy-wasm ABI (`filters/wasm/src/lib.rs`); tests, fuzz targets
+//! over the proxy-wasm ABI (`filters/wasm/src/lib.rs`), the native one over
+//! Envoy's dynamic-module ABI (`filters/native/src/host.rs`); tests, fuzz targets
 //! and harnesses use [`MemoryHost`], so they run the code the filter runs.
 //!
-//! Every method is one host call in the adapter (`proxy_get_...`,
+//! Every method is one host call in the wasm adapter (`proxy_get_...`,
 //! `proxy_set_property`) except [`Host::record_buffer`], which is local.
+
+use crate::headers::HeaderEntries;
+#[cfg(any(test, feature = "test-support"))]
+use crate::headers::Serialized;
 
 /// The one filter-state property published per call (Envoy prefixes it
 /// with `wasm.`): one host call, and one object for the access log and the
 /// span to carry.
 pub const PROPERTY_RECORD: &str = "wirelens.record";
+
+/// The filter-state key the record ends up under in Envoy: the Wasm build's
+/// [`PROPERTY_RECORD`] with Envoy's `wasm.` prefix. The native build writes
+/// this key itself, so the access log and the span read the same object
+/// from either build.
+pub const FILTER_STATE_RECORD: &str = "wasm.wirelens.record";
 
 /// A header map of the stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,25 +48,39 @@ pub enum Body {
 /// empty, the size as 0, the body stops being read), so a record never
 /// carries those zeros silently; a refused clock omits the durations that
 /// need it.
+///
+/// What a host hands over may borrow from it until its next call (`'a` is
+/// the borrow of the host): Envoy's dynamic-module ABI hands header entries
+/// and body slices that point into Envoy's memory, valid during the
+/// callback; the proxy-wasm ABI copies them into the module.
 pub trait Host {
-    /// Bytes the host hands over: a header map in the proxy-wasm serialized
-    /// layout (`headers::iter_serialized`), or a piece of a body.
-    type Bytes: AsRef<[u8]>;
+    /// A header map the host handed over, read in place ([`HeaderEntries`]):
+    /// the proxy-wasm serialized layout (`headers::Serialized`) or the
+    /// host's own entries.
+    type Map<'a>: HeaderEntries
+    where
+        Self: 'a;
 
-    /// The host's wall clock in nanoseconds (`proxy_get_current_time_nanoseconds`).
+    /// A piece of a body the host handed over.
+    type Bytes<'a>: AsRef<[u8]>
+    where
+        Self: 'a;
+
+    /// The wall clock in nanoseconds (`proxy_get_current_time_nanoseconds`;
+    /// a native host may read its own).
     fn now_ns(&mut self) -> Option<u64>;
 
-    /// A whole header map, serialized, in one call (`proxy_get_header_map_pairs`).
-    fn header_map(&mut self, map: HeaderMap) -> Option<Self::Bytes>;
+    /// A whole header map, in one call (`proxy_get_header_map_pairs`).
+    fn header_map(&mut self, map: HeaderMap) -> Option<Self::Map<'_>>;
 
     /// A header map's byte size, Σ(name length + value length), without
     /// copying it (`proxy_get_header_map_size`).
     fn header_map_size(&mut self, map: HeaderMap) -> Option<usize>;
 
     /// Up to `max` bytes of the current body chunk starting at `start`
-    /// (`proxy_get_buffer_bytes`). An empty or short answer ends the chunk
-    /// early.
-    fn body_bytes(&mut self, body: Body, start: usize, max: usize) -> Option<Self::Bytes>;
+    /// (`proxy_get_buffer_bytes`). A short answer is read and the next
+    /// read starts after it; an empty one ends the chunk early.
+    fn body_bytes(&mut self, body: Body, start: usize, max: usize) -> Option<Self::Bytes<'_>>;
 
     /// An empty buffer for the record's JSON. Hand out the one the last
     /// [`Host::publish`] received, and publishing does not allocate once it
@@ -147,7 +172,8 @@ impl MemoryHost {
 
 #[cfg(any(test, feature = "test-support"))]
 impl Host for MemoryHost {
-    type Bytes = Vec<u8>;
+    type Map<'a> = Serialized<Vec<u8>>;
+    type Bytes<'a> = Vec<u8>;
 
     fn now_ns(&mut self) -> Option<u64> {
         self.calls.clock += 1;
@@ -156,9 +182,13 @@ impl Host for MemoryHost {
         Some(t)
     }
 
-    fn header_map(&mut self, map: HeaderMap) -> Option<Vec<u8>> {
+    fn header_map(&mut self, map: HeaderMap) -> Option<Serialized<Vec<u8>>> {
         self.calls.map_copies += 1;
-        let answer = self.map(map).filter(|_| !self.refuse.map_copies).cloned();
+        let answer = self
+            .map(map)
+            .filter(|_| !self.refuse.map_copies)
+            .cloned()
+            .map(Serialized);
         self.answer_read(answer)
     }
 

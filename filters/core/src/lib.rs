@@ -5,8 +5,11 @@
 //! the proxy: a header map's entries or size, body bytes at an offset, the
 //! clock, one publication), and the call decides which of those to make.
 //! The wasm adapter (`wirelens-filter`) implements [`Host`] over the
-//! proxy-wasm ABI; tests, fuzz targets and harnesses drive the same code
-//! through `MemoryHost`.
+//! proxy-wasm ABI, the native one (`wirelens-native`) over Envoy's
+//! dynamic-module ABI; tests, fuzz targets and harnesses drive the same
+//! code through `MemoryHost`. Configuration and operation map are shared
+//! by reference ([`std::sync::Arc`]), so the native module's configuration,
+//! made on Envoy's main thread, serves every worker.
 //!
 //! Feature `test-support`: the API only tests, fuzz targets and harnesses
 //! use (`MemoryHost`, `headers::serialize`, `frame::encode_frame`,
@@ -19,10 +22,11 @@
 //!   gRPC-Web trailer-frame block parser.
 //! * [`base64`]: incremental, allocation-free base64 decoder for grpc-web-text.
 //! * [`percent`]: `grpc-message` percent-decoding.
-//! * [`headers`]: reader for the proxy-wasm serialized header-map format.
+//! * [`headers`]: a header map as the core reads it ([`HeaderEntries`]), and
+//!   the reader for the proxy-wasm serialized header-map format.
 //! * [`config`]: the plugin configuration (operation map + publishing options).
 //! * [`opmap`]: operation map, `google.api.http` template matching.
-//! * [`sample`]: the per-call sampling decision.
+//! * [`sample`]: the per-call sampling decision (one thread's, or shared).
 //! * [`host`]: the [`Host`] trait a call is driven with, and `MemoryHost`.
 //! * [`call`]: the per-call state machine: what it asks of the host, when it
 //!   publishes.
@@ -56,11 +60,12 @@ mod validate;
 pub use call::Call;
 pub use classify::{classify, Protocol};
 pub use config::{Config, Fields, Options};
-pub use host::{Body, HeaderMap, Host, PROPERTY_RECORD};
+pub use headers::{HeaderEntries, Serialized};
+pub use host::{Body, HeaderMap, Host, FILTER_STATE_RECORD, PROPERTY_RECORD};
 #[cfg(any(test, feature = "test-support"))]
 pub use host::{HostCalls, MemoryHost, Refusals};
 pub use names::{KEYS, WIRE_KEYS};
 pub use opmap::{OpMap, Streaming};
 pub use record::Record;
-pub use sample::Sampler;
+pub use sample::{Sampler, SharedSampler};
 pub use validate::ConfigError;

@@ -4,7 +4,7 @@
 //! published record's counterfactual keys.
 
 use serde_json::{Map, Value};
-use std::rc::Rc;
+use std::sync::Arc;
 use wirelens_core::config::Options;
 use wirelens_core::frame::encode_frame;
 use wirelens_core::headers::serialize;
@@ -33,7 +33,7 @@ impl Exchange<'_> {
     /// counterfactual or not; bodies in `chunk`-byte pieces.
     fn run(
         &self,
-        map: Rc<OpMap>,
+        map: Arc<OpMap>,
         options: Options,
         sampled: bool,
         chunk: usize,
@@ -98,7 +98,7 @@ const GRPC_OK: &[(&str, &str)] = &[("grpc-status", "0")];
 
 #[test]
 fn rest_and_grpc_twins_agree_both_ways() {
-    let map = Rc::new(config().map);
+    let map = Arc::new(config().map);
     let opts = Options::default().with_counterfactual_rate(1.0);
     // The same logical call: HelloRequest{name:"world"} -> HelloReply{message:"Hello, world"}.
     let req_json = br#"{"name":"world"}"#.to_vec();
@@ -117,7 +117,7 @@ fn rest_and_grpc_twins_agree_both_ways() {
             resp_body: resp_json.clone(),
             trailers: None,
         }
-        .run(Rc::clone(&map), opts, true, chunk);
+        .run(Arc::clone(&map), opts, true, chunk);
         assert_eq!(rest[wire::COUNTERFACTUAL_REASON], "ok", "{rest:?}");
         assert_eq!(
             num(&rest, wire::COUNTERFACTUAL_REQ_PROTO_SIZE),
@@ -136,7 +136,7 @@ fn rest_and_grpc_twins_agree_both_ways() {
             resp_body: grpc_body(std::slice::from_ref(&resp_pb)),
             trailers: Some(GRPC_OK),
         }
-        .run(Rc::clone(&map), opts, true, chunk);
+        .run(Arc::clone(&map), opts, true, chunk);
         assert_eq!(grpc[wire::COUNTERFACTUAL_REASON], "ok", "{grpc:?}");
         assert_eq!(
             num(&grpc, wire::COUNTERFACTUAL_REQ_JSON_SIZE),
@@ -155,7 +155,7 @@ fn rest_and_grpc_twins_agree_both_ways() {
 
 #[test]
 fn path_and_query_bind_into_the_grpc_message() {
-    let map = Rc::new(config().map);
+    let map = Arc::new(config().map);
     // GET /v1/products/{id}: GetProductRequest{id: 42} is 2 bytes; a GET has no JSON body.
     let rest = Exchange {
         req_headers: &[(":method", "GET"), (":path", "/v1/products/42")],
@@ -164,7 +164,7 @@ fn path_and_query_bind_into_the_grpc_message() {
         resp_body: br#"{"id":42,"name":"x"}"#.to_vec(),
         trailers: None,
     }
-    .run(Rc::clone(&map), Options::default(), true, 64);
+    .run(Arc::clone(&map), Options::default(), true, 64);
     assert_eq!(rest[wire::COUNTERFACTUAL_REASON], "ok");
     assert_eq!(num(&rest, wire::COUNTERFACTUAL_REQ_PROTO_SIZE), Some(2));
     assert_eq!(
@@ -179,7 +179,7 @@ fn path_and_query_bind_into_the_grpc_message() {
         resp_body: br#"{"content":"a b c"}"#.to_vec(),
         trailers: None,
     }
-    .run(Rc::clone(&map), Options::default(), true, 64);
+    .run(Arc::clone(&map), Options::default(), true, 64);
     assert_eq!(num(&rest, wire::COUNTERFACTUAL_REQ_PROTO_SIZE), Some(7));
     // Its gRPC twin: the REST request would carry no body at all.
     let grpc = Exchange {
@@ -193,7 +193,7 @@ fn path_and_query_bind_into_the_grpc_message() {
         resp_body: grpc_body(&[pb_string(1, "a b c")]),
         trailers: Some(GRPC_OK),
     }
-    .run(Rc::clone(&map), Options::default(), true, 64);
+    .run(Arc::clone(&map), Options::default(), true, 64);
     assert_eq!(num(&grpc, wire::COUNTERFACTUAL_REQ_JSON_SIZE), Some(0));
     assert_eq!(num(&grpc, wire::COUNTERFACTUAL_RESP_JSON_SIZE), Some(19));
     // An unknown query parameter does not match the message.
@@ -210,9 +210,9 @@ fn path_and_query_bind_into_the_grpc_message() {
 
 #[test]
 fn reasons_without_an_estimate() {
-    let map = Rc::new(config().map);
+    let map = Arc::new(config().map);
     let reason = |x: &Exchange, options: Options| {
-        let r = x.run(Rc::clone(&map), options, true, 7);
+        let r = x.run(Arc::clone(&map), options, true, 7);
         assert!(!r.contains_key(wire::COUNTERFACTUAL_REQ_JSON_SIZE), "{r:?}");
         assert!(
             !r.contains_key(wire::COUNTERFACTUAL_REQ_PROTO_SIZE),
@@ -283,7 +283,7 @@ fn reasons_without_an_estimate() {
 
 #[test]
 fn unsampled_calls_carry_no_counterfactual_and_read_no_rest_body() {
-    let map = Rc::new(config().map);
+    let map = Arc::new(config().map);
     let x = Exchange {
         req_headers: &[
             (":method", "POST"),
@@ -295,7 +295,7 @@ fn unsampled_calls_carry_no_counterfactual_and_read_no_rest_body() {
         resp_body: br#"{"message":"Hello, world"}"#.to_vec(),
         trailers: None,
     };
-    let r = x.run(Rc::clone(&map), Options::default(), false, 4);
+    let r = x.run(Arc::clone(&map), Options::default(), false, 4);
     assert!(r.keys().all(|k| !k.starts_with('c')), "{r:?}");
     // A rate below 1 is published with the estimate.
     let r = x.run(
@@ -309,7 +309,7 @@ fn unsampled_calls_carry_no_counterfactual_and_read_no_rest_body() {
 
 #[test]
 fn streams_sum_their_messages_and_web_text_decodes() {
-    let map = Rc::new(config().map);
+    let map = Arc::new(config().map);
     // Echo.ServerStream: EchoStreamRequest{content:"ab", count:3} -> 3 x EchoReply{content:"ab"}.
     let req = {
         let mut m = pb_string(1, "ab");
@@ -339,7 +339,7 @@ fn streams_sum_their_messages_and_web_text_decodes() {
         trailers: None,
     };
     for chunk in [1, 5, 4096] {
-        let r = x.run(Rc::clone(&map), Options::default(), true, chunk);
+        let r = x.run(Arc::clone(&map), Options::default(), true, chunk);
         assert_eq!(r[wire::COUNTERFACTUAL_REASON], "ok", "{r:?}");
         // No REST route: the whole message, {"content":"ab","count":3}.
         assert_eq!(num(&r, wire::COUNTERFACTUAL_REQ_JSON_SIZE), Some(26));
@@ -355,7 +355,7 @@ fn b64(data: &[u8]) -> String {
 
 #[test]
 fn rest_with_protobuf_bodies_gets_both_sizes() {
-    let map = Rc::new(config().map);
+    let map = Arc::new(config().map);
     let opts = Options::default().with_counterfactual_rate(1.0);
     // GET with the protobuf media type: no body, the message is in the URL.
     let get = Exchange {
@@ -370,7 +370,7 @@ fn rest_with_protobuf_bodies_gets_both_sizes() {
         resp_body: pb_string(1, "a b c"),
         trailers: None,
     }
-    .run(Rc::clone(&map), opts, true, 3);
+    .run(Arc::clone(&map), opts, true, 3);
     assert_eq!(get[wire::COUNTERFACTUAL_REASON], "ok", "{get:?}");
     assert_eq!(num(&get, wire::COUNTERFACTUAL_REQ_PROTO_SIZE), Some(7));
     assert_eq!(num(&get, wire::COUNTERFACTUAL_REQ_JSON_SIZE), Some(0));

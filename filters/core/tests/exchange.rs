@@ -3,7 +3,7 @@
 //! complete published record and the host calls made.
 
 use serde_json::{json, Map, Value};
-use std::rc::Rc;
+use std::sync::Arc;
 use wirelens_core::config::{Fields, Options};
 use wirelens_core::frame::{encode_frame, FrameStats};
 use wirelens_core::headers::serialize;
@@ -23,8 +23,8 @@ const CONFIG: &str = r#"{
   ]
 }"#;
 
-fn map() -> Rc<OpMap> {
-    Rc::new(OpMap::from_json(CONFIG.as_bytes()).unwrap())
+fn map() -> Arc<OpMap> {
+    Arc::new(OpMap::from_json(CONFIG.as_bytes()).unwrap())
 }
 
 type Pairs<'a> = &'a [(&'a str, &'a str)];
@@ -49,11 +49,11 @@ struct Exchange<'a> {
 /// Clock of every exchange: request headers at 1 ms, request end (last body
 /// chunk) at 2 ms, response headers at 3.5 ms, response end at 9 ms.
 impl<'a> Exchange<'a> {
-    fn run(&self, map: Rc<OpMap>) -> Call {
+    fn run(&self, map: Arc<OpMap>) -> Call {
         self.run_with(map, Options::default())
     }
 
-    fn run_with(&self, map: Rc<OpMap>, options: Options) -> Call {
+    fn run_with(&self, map: Arc<OpMap>, options: Options) -> Call {
         self.drive(map, options).0
     }
 
@@ -64,7 +64,7 @@ impl<'a> Exchange<'a> {
     /// and exactly one record is published: [`Call::record`] under the
     /// short names, before the log phase unless the response headers were
     /// only sized and no trailers came.
-    fn drive(&self, map: Rc<OpMap>, options: Options) -> (Call, MemoryHost) {
+    fn drive(&self, map: Arc<OpMap>, options: Options) -> (Call, MemoryHost) {
         let mut call = Call::new(map)
             .with_read_window(self.window)
             .with_options(options);

@@ -5,7 +5,7 @@
 //! short names of [`WIRE_KEYS`].
 
 use serde_json::{Map, Value};
-use std::rc::Rc;
+use std::sync::Arc;
 use wirelens_core::counterfactual::estimate::Counterfactual;
 use wirelens_core::counterfactual::Reason;
 use wirelens_core::frame::FrameStats;
@@ -34,7 +34,7 @@ fn keys_in_order(text: &str) -> (Vec<String>, Map<String, Value>) {
 
 #[test]
 fn a_full_record_writes_every_key_in_keys_order() {
-    let call = Call::new(Rc::new(OpMap::from_json(b"{}").unwrap()));
+    let call = Call::new(Arc::new(OpMap::from_json(b"{}").unwrap()));
     let mut r = call.record(None);
     // Every value known, whatever the protocol: a record of one real call
     // never has them all (http.route is REST's, url.path unknown calls').

@@ -2,7 +2,7 @@
 //! random bytes through every parser, and through whole calls with random
 //! chunking and read windows.
 
-use std::rc::Rc;
+use std::sync::Arc;
 use wirelens_core::base64::Base64Decoder;
 use wirelens_core::frame::{encode_frame, parse_trailer_block, FrameParser};
 use wirelens_core::headers::{iter_serialized, serialize};
@@ -62,7 +62,7 @@ fn parsers_survive_random_bytes() {
 
 #[test]
 fn calls_survive_random_bodies() {
-    let map = Rc::new(
+    let map = Arc::new(
         OpMap::from_json(br#"{"operations": [{"grpc_path": "/a.B/C", "streaming": "unary"}]}"#)
             .unwrap(),
     );
@@ -88,7 +88,7 @@ fn calls_survive_random_bodies() {
             )
             .with_rest_transcoded(rng.below(2) == 0)
             .with_sample_rate(if rng.below(2) == 0 { 1.0 } else { 0.5 });
-        let mut call = Call::new(Rc::clone(&map))
+        let mut call = Call::new(Arc::clone(&map))
             .with_read_window(rng.below(64) + 1)
             .with_options(options);
         let message = rng.bytes(30);

@@ -3,7 +3,7 @@
 //! pieces, and reading a number back from a published record. Whoever
 //! includes a driver includes this beside it, as `mod common`.
 
-use std::rc::Rc;
+use std::sync::Arc;
 use wirelens_core::OpMap;
 
 /// The operations the bad-input suite calls, as the local stack maps them.
@@ -15,8 +15,8 @@ const OPERATIONS: &[u8] = br#"{"operations": [
    "http_rules": [{"method": "GET", "pattern": "/v1/products/{id}"}]}
 ]}"#;
 
-pub fn operation_map() -> Rc<OpMap> {
-    Rc::new(OpMap::from_json(OPERATIONS).expect("the driver's operation map"))
+pub fn operation_map() -> Arc<OpMap> {
+    Arc::new(OpMap::from_json(OPERATIONS).expect("the driver's operation map"))
 }
 
 /// A u32 little-endian length and that many bytes, taken from the front of

@@ -16,6 +16,8 @@ use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, ContextType, MapType};
 use std::cell::Cell;
 use std::rc::Rc;
+use std::sync::Arc;
+use wirelens_core::headers::Serialized;
 use wirelens_core::{
     Body, Call, Config, HeaderMap, Host, OpMap, Options, Sampler, PROPERTY_RECORD,
 };
@@ -36,7 +38,7 @@ const JSON_CAPACITY: usize = 1024;
 /// stream of it shares. Replaced as a whole when it is configured again;
 /// streams keep the instance they started with.
 struct Plugin {
-    map: Rc<OpMap>,
+    map: Arc<OpMap>,
     options: Options,
     sampler: Cell<Sampler>,
     /// Which recorded calls are also estimated for the counterfactual;
@@ -59,7 +61,7 @@ impl Plugin {
             }),
             options,
             json: Cell::new(String::with_capacity(JSON_CAPACITY)),
-            map: Rc::new(map),
+            map: Arc::new(map),
         }
     }
 
@@ -119,14 +121,21 @@ struct Envoy<'p> {
 }
 
 impl Host for Envoy<'_> {
-    type Bytes = Vec<u8>;
+    type Map<'a>
+        = Serialized<Vec<u8>>
+    where
+        Self: 'a;
+    type Bytes<'a>
+        = Vec<u8>
+    where
+        Self: 'a;
 
     fn now_ns(&mut self) -> Option<u64> {
         host::now_ns()
     }
 
-    fn header_map(&mut self, map: HeaderMap) -> Option<Vec<u8>> {
-        host::header_map(map_type(map))
+    fn header_map(&mut self, map: HeaderMap) -> Option<Serialized<Vec<u8>>> {
+        host::header_map(map_type(map)).map(Serialized)
     }
 
     fn header_map_size(&mut self, map: HeaderMap) -> Option<usize> {
@@ -252,7 +261,7 @@ impl HttpContext for HttpStream {
             *self = HttpStream::Ignored;
             return Action::Continue;
         }
-        let call = Call::new(Rc::clone(&plugin.map))
+        let call = Call::new(Arc::clone(&plugin.map))
             .with_options(plugin.options)
             .with_counterfactual(plugin.sample_counterfactual());
         let plugin = Rc::clone(plugin);

@@ -1,0 +1,663 @@
+//! wirelens as a native Envoy module (`envoy.filters.http.dynamic_modules`,
+//! Envoy 1.40): the same host-free core as the Wasm build
+//! (`wirelens_core::Call`), driven from Envoy's dynamic-module hooks with
+//! [`host::EnvoyHost`], the core's `Host` over the module's callbacks. It
+//! records what the Wasm build records and publishes it the same way: one
+//! filter-state write, key `wasm.wirelens.record`
+//! ([`wirelens_core::FILTER_STATE_RECORD`]), compact JSON, read by the
+//! access log (`%FILTER_STATE(wasm.wirelens.record:PLAIN)%`) and the span.
+//!
+//! * The filter configuration (`filter_config`, the same JSON text as the
+//!   Wasm plugin configuration) is parsed on Envoy's main thread into a
+//!   [`Filter`] that every worker shares: `Arc<OpMap>`, plain options and
+//!   [`SharedSampler`]s (atomic), so it is `Send + Sync` by construction.
+//!   A configuration error is logged through Envoy, naming the field, and
+//!   Envoy rejects the configuration.
+//! * Each stream is sampled when Envoy creates its filter: an unsampled
+//!   stream gets a shared marker and costs nothing more; a sampled one a
+//!   [`Stream`] (its `Call`), freed at `on_http_filter_destroy`.
+//! * No panic crosses into Envoy: every hook runs under `catch_unwind`. A
+//!   panic fails the stream open (every hook answers `Continue`; later ones
+//!   leave it alone) and, when the stream completes, its record is still
+//!   published if that can be done, marked `wirelens.malformed: 1`. Envoy's
+//!   log says which hook panicked.
+//!
+//! Feature `panic-probe` (tests only): a request header
+//! `x-wirelens-panic: <hook>` makes that hook panic (see [`probe`]).
+
+use std::ffi::c_char;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use wirelens_core::{Body, Call, Config, OpMap, Options, SharedSampler};
+
+pub mod abi;
+pub mod host;
+
+use host::{log, EnvoyHost, Scratch};
+
+/// One filter configuration: made on the main thread, shared by every
+/// worker's streams until `on_http_filter_config_destroy`, which Envoy
+/// calls only once no stream uses it (its filters hold the config).
+pub struct Filter {
+    map: Arc<OpMap>,
+    options: Options,
+    sampler: SharedSampler,
+    /// Which recorded calls are also estimated for the counterfactual;
+    /// `None` when the map has no descriptors.
+    counterfactual: Option<SharedSampler>,
+}
+
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<Filter>();
+};
+
+impl Filter {
+    /// Parses the configuration (the Wasm plugin configuration's JSON);
+    /// the error names the offending field.
+    pub fn from_json(config: &[u8], seed: u64) -> Result<Filter, String> {
+        let config = Config::from_json(config).map_err(|e| e.to_string())?;
+        let options = config.options;
+        let map = config.map;
+        Ok(Filter {
+            sampler: SharedSampler::new(options.sample_rate(), seed),
+            counterfactual: map.descriptors().map(|_| {
+                SharedSampler::new(options.counterfactual_rate(), seed ^ 0xC0FF_EE00_D15E_A5E5)
+            }),
+            options,
+            map: Arc::new(map),
+        })
+    }
+
+    /// A new stream's state: `None` when it is not sampled.
+    fn stream(&self) -> Option<Box<Stream>> {
+        if !self.sampler.sample() {
+            return None;
+        }
+        let counterfactual = self
+            .counterfactual
+            .as_ref()
+            .is_some_and(SharedSampler::sample);
+        let call = Call::new(Arc::clone(&self.map))
+            .with_options(self.options)
+            .with_counterfactual(counterfactual);
+        Some(Box::new(Stream { call, failed: None }))
+    }
+}
+
+/// One sampled stream.
+pub struct Stream {
+    call: Call,
+    /// The hook that panicked: the stream is left alone from then on, and
+    /// only its record is published (marked) at the end.
+    failed: Option<Hook>,
+}
+
+/// The hooks that drive a stream, by the name `x-wirelens-panic` uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hook {
+    RequestHeaders,
+    RequestBody,
+    RequestTrailers,
+    ResponseHeaders,
+    ResponseBody,
+    ResponseTrailers,
+    StreamComplete,
+}
+
+impl Hook {
+    pub fn name(self) -> &'static str {
+        match self {
+            Hook::RequestHeaders => "request_headers",
+            Hook::RequestBody => "request_body",
+            Hook::RequestTrailers => "request_trailers",
+            Hook::ResponseHeaders => "response_headers",
+            Hook::ResponseBody => "response_body",
+            Hook::ResponseTrailers => "response_trailers",
+            Hook::StreamComplete => "stream_complete",
+        }
+    }
+}
+
+/// What `on_http_filter_new` answers for a stream that is not sampled (Envoy
+/// closes a stream whose filter is null): the address of this static,
+/// never dereferenced as a [`Stream`].
+static UNSAMPLED: u8 = 0;
+
+fn unsampled() -> abi::HttpFilterModulePtr {
+    std::ptr::addr_of!(UNSAMPLED).cast()
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
+}
+
+/// Runs `f` with this worker's scratch (a fresh one if it is in use:
+/// hooks do not nest, but nothing breaks if they ever do).
+fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut s) => f(&mut s),
+        Err(_) => f(&mut Scratch::default()),
+    })
+}
+
+/// Drives one hook of a stream under `catch_unwind`. Unsampled streams and
+/// streams that failed return at once.
+///
+/// # Safety
+/// `envoy` and `module` are what Envoy passed to the running hook; `module`
+/// came from [`envoy_dynamic_module_on_http_filter_new`].
+unsafe fn drive(
+    envoy: abi::HttpFilterEnvoyPtr,
+    module: abi::HttpFilterModulePtr,
+    hook: Hook,
+    f: impl FnOnce(&mut Call, &mut EnvoyHost),
+) -> abi::Status {
+    if module.is_null() || module == unsampled() {
+        return abi::CONTINUE;
+    }
+    // SAFETY: a live `Stream` of ours (module is neither null nor the
+    // marker), used by this stream's worker thread only.
+    let stream = &mut *(module as *mut Stream);
+    if stream.failed.is_some() {
+        if hook == Hook::StreamComplete {
+            publish_marked(envoy, stream);
+        }
+        return abi::CONTINUE;
+    }
+    let call = &mut stream.call;
+    let outcome = with_scratch(|scratch| {
+        catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: the hook's own filter pointer; the host lives only
+            // for this closure.
+            let mut host = EnvoyHost::new(envoy, scratch);
+            probe(hook, &mut host);
+            f(call, &mut host);
+        }))
+    });
+    if outcome.is_err() {
+        stream.failed = Some(hook);
+        log(
+            abi::LOG_ERROR,
+            &format!(
+                "wirelens: panic in {}: the stream continues without the filter; its record, if still published, is marked wirelens.malformed",
+                hook.name()
+            ),
+        );
+        if hook == Hook::StreamComplete {
+            publish_marked(envoy, stream);
+        }
+    }
+    abi::CONTINUE
+}
+
+/// A failed stream's last act: its record as it stands, marked malformed,
+/// unless it was published already. A second panic gives up silently.
+///
+/// # Safety
+/// As [`drive`].
+unsafe fn publish_marked(envoy: abi::HttpFilterEnvoyPtr, stream: &mut Stream) {
+    let call = &mut stream.call;
+    let _ = with_scratch(|scratch| {
+        catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: as in `drive`.
+            let mut host = EnvoyHost::new(envoy, scratch);
+            call.mark_malformed();
+            call.on_log(&mut host);
+        }))
+    });
+}
+
+/// Test builds (`--features panic-probe`): panics in `hook` when the request
+/// carries `x-wirelens-panic: <hook name>`.
+#[cfg(feature = "panic-probe")]
+fn probe(hook: Hook, host: &mut EnvoyHost) {
+    use wirelens_core::{HeaderEntries, HeaderMap, Host};
+    let wanted = host.header_map(HeaderMap::RequestHeaders).is_some_and(|m| {
+        m.entries().any(|(n, v)| {
+            n.eq_ignore_ascii_case(b"x-wirelens-panic") && v == hook.name().as_bytes()
+        })
+    });
+    if wanted {
+        panic!("wirelens panic probe: {}", hook.name());
+    }
+}
+
+#[cfg(not(feature = "panic-probe"))]
+#[inline(always)]
+fn probe(_: Hook, _: &mut EnvoyHost) {}
+
+// ------------------------------------------------------------------ hooks
+
+/// # Safety
+/// Called by Envoy once, on the main thread, when it loads the module.
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_program_init() -> *const c_char {
+    abi::ABI_VERSION.as_ptr().cast()
+}
+
+/// # Safety
+/// Called by Envoy on the main thread with buffers valid for the call.
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
+    _config_envoy: abi::HttpFilterConfigEnvoyPtr,
+    _name: abi::EnvoyBuffer,
+    config: abi::EnvoyBuffer,
+) -> abi::HttpFilterConfigModulePtr {
+    // SAFETY: Envoy's buffer, valid during the hook.
+    let text = if config.ptr.is_null() {
+        &[][..]
+    } else {
+        std::slice::from_raw_parts(config.ptr.cast::<u8>(), config.length)
+    };
+    let parsed = catch_unwind(|| {
+        // Seed: the wall clock mixed with an address (splitmix64 spreads it).
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0x5EED, |d| d.as_nanos() as u64);
+        let seed = now ^ (text.as_ptr() as u64).rotate_left(32);
+        Filter::from_json(text, seed)
+    });
+    match parsed {
+        Ok(Ok(filter)) => Box::into_raw(Box::new(filter)).cast_const().cast(),
+        Ok(Err(e)) => {
+            log(
+                abi::LOG_ERROR,
+                &format!("wirelens: invalid filter configuration: {e}"),
+            );
+            std::ptr::null()
+        }
+        Err(_) => {
+            log(
+                abi::LOG_ERROR,
+                "wirelens: invalid filter configuration: panic while parsing it",
+            );
+            std::ptr::null()
+        }
+    }
+}
+
+/// # Safety
+/// `config` came from `on_http_filter_config_new`; no stream uses it any more.
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_destroy(
+    config: abi::HttpFilterConfigModulePtr,
+) {
+    if !config.is_null() {
+        let filter = Box::from_raw(config as *mut Filter);
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(filter)));
+    }
+}
+
+/// No per-route configuration: Envoy rejects one (null).
+///
+/// # Safety
+/// Called by Envoy.
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_per_route_config_new(
+    _name: abi::EnvoyBuffer,
+    _config: abi::EnvoyBuffer,
+) -> abi::HttpFilterPerRouteConfigModulePtr {
+    log(
+        abi::LOG_ERROR,
+        "wirelens: there is no per-route configuration",
+    );
+    std::ptr::null()
+}
+
+/// # Safety
+/// Never given anything (no per-route configuration is ever made).
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_per_route_config_destroy(
+    _config: abi::HttpFilterPerRouteConfigModulePtr,
+) {
+}
+
+/// Samples the stream: its [`Stream`], or the shared marker.
+///
+/// # Safety
+/// `config` came from `on_http_filter_config_new`.
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_new(
+    config: abi::HttpFilterConfigModulePtr,
+    _envoy: abi::HttpFilterEnvoyPtr,
+) -> abi::HttpFilterModulePtr {
+    if config.is_null() {
+        return unsampled();
+    }
+    // SAFETY: a live configuration of ours (Envoy's filter holds it).
+    let filter = &*(config as *const Filter);
+    match catch_unwind(AssertUnwindSafe(|| filter.stream())) {
+        Ok(Some(stream)) => Box::into_raw(stream).cast_const().cast(),
+        _ => unsampled(),
+    }
+}
+
+/// # Safety
+/// Envoy's arguments for this hook.
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
+    envoy: abi::HttpFilterEnvoyPtr,
+    module: abi::HttpFilterModulePtr,
+    end_of_stream: bool,
+) -> abi::Status {
+    drive(envoy, module, Hook::RequestHeaders, |c, h| {
+        c.on_request_headers(h, end_of_stream)
+    })
+}
+
+/// # Safety
+/// Envoy's arguments for this hook.
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
+    envoy: abi::HttpFilterEnvoyPtr,
+    module: abi::HttpFilterModulePtr,
+    end_of_stream: bool,
+) -> abi::Status {
+    drive(envoy, module, Hook::RequestBody, |c, h| {
+        let size = h.chunk_size(Body::Request);
+        c.on_request_body(h, size, end_of_stream)
+    })
+}
+
+/// # Safety
+/// Envoy's arguments for this hook.
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_request_trailers(
+    envoy: abi::HttpFilterEnvoyPtr,
+    module: abi::HttpFilterModulePtr,
+) -> abi::Status {
+    drive(envoy, module, Hook::RequestTrailers, |c, h| {
+        c.on_request_trailers(h)
+    })
+}
+
+/// # Safety
+/// Envoy's arguments for this hook.
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_response_headers(
+    envoy: abi::HttpFilterEnvoyPtr,
+    module: abi::HttpFilterModulePtr,
+    end_of_stream: bool,
+) -> abi::Status {
+    drive(envoy, module, Hook::ResponseHeaders, |c, h| {
+        c.on_response_headers(h, end_of_stream)
+    })
+}
+
+/// # Safety
+/// Envoy's arguments for this hook.
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_response_body(
+    envoy: abi::HttpFilterEnvoyPtr,
+    module: abi::HttpFilterModulePtr,
+    end_of_stream: bool,
+) -> abi::Status {
+    drive(envoy, module, Hook::ResponseBody, |c, h| {
+        let size = h.chunk_size(Body::Response);
+        c.on_response_body(h, size, end_of_stream)
+    })
+}
+
+/// # Safety
+/// Envoy's arguments for this hook.
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_response_trailers(
+    envoy: abi::HttpFilterEnvoyPtr,
+    module: abi::HttpFilterModulePtr,
+) -> abi::Status {
+    drive(envoy, module, Hook::ResponseTrailers, |c, h| {
+        c.on_response_trailers(h)
+    })
+}
+
+/// Before the access log: the log phase of the Wasm build (`on_log`).
+///
+/// # Safety
+/// Envoy's arguments for this hook.
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_stream_complete(
+    envoy: abi::HttpFilterEnvoyPtr,
+    module: abi::HttpFilterModulePtr,
+) {
+    drive(envoy, module, Hook::StreamComplete, |c, h| c.on_log(h));
+}
+
+/// # Safety
+/// `module` came from `on_http_filter_new`; Envoy calls nothing for it after.
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_destroy(
+    module: abi::HttpFilterModulePtr,
+) {
+    if !module.is_null() && module != unsampled() {
+        let stream = Box::from_raw(module as *mut Stream);
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(stream)));
+    }
+}
+
+/// A local reply goes on as Envoy decided (`Continue`).
+///
+/// # Safety
+/// Envoy's arguments for this hook.
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_local_reply(
+    _envoy: abi::HttpFilterEnvoyPtr,
+    _module: abi::HttpFilterModulePtr,
+    _response_code: u32,
+    _details: abi::EnvoyBuffer,
+    _reset_imminent: bool,
+) -> abi::Status {
+    abi::CONTINUE
+}
+
+/// Hooks Envoy 1.40 requires but wirelens never triggers (no callouts, no
+/// scheduling) or has nothing to do in (watermarks): they do nothing.
+mod unused {
+    use crate::abi::*;
+
+    #[no_mangle]
+    pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_downstream_above_write_buffer_high_watermark(
+        _: HttpFilterEnvoyPtr,
+        _: HttpFilterModulePtr,
+    ) {
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_downstream_below_write_buffer_low_watermark(
+        _: HttpFilterEnvoyPtr,
+        _: HttpFilterModulePtr,
+    ) {
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(
+        _: HttpFilterEnvoyPtr,
+        _: HttpFilterModulePtr,
+        _: u64,
+    ) {
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
+        _: HttpFilterEnvoyPtr,
+        _: HttpFilterModulePtr,
+        _: u64,
+        _: HttpCalloutResult,
+        _: *mut EnvoyHttpHeader,
+        _: usize,
+        _: *mut EnvoyBuffer,
+        _: usize,
+    ) {
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_headers(
+        _: HttpFilterEnvoyPtr,
+        _: HttpFilterModulePtr,
+        _: u64,
+        _: *mut EnvoyHttpHeader,
+        _: usize,
+        _: bool,
+    ) {
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_data(
+        _: HttpFilterEnvoyPtr,
+        _: HttpFilterModulePtr,
+        _: u64,
+        _: *const EnvoyBuffer,
+        _: usize,
+        _: bool,
+    ) {
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_trailers(
+        _: HttpFilterEnvoyPtr,
+        _: HttpFilterModulePtr,
+        _: u64,
+        _: *mut EnvoyHttpHeader,
+        _: usize,
+    ) {
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_complete(
+        _: HttpFilterEnvoyPtr,
+        _: HttpFilterModulePtr,
+        _: u64,
+    ) {
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_reset(
+        _: HttpFilterEnvoyPtr,
+        _: HttpFilterModulePtr,
+        _: u64,
+        _: HttpStreamResetReason,
+    ) {
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_scheduled(
+        _: HttpFilterConfigEnvoyPtr,
+        _: HttpFilterConfigModulePtr,
+        _: u64,
+    ) {
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_callout_done(
+        _: HttpFilterConfigEnvoyPtr,
+        _: HttpFilterConfigModulePtr,
+        _: u64,
+        _: HttpCalloutResult,
+        _: *mut EnvoyHttpHeader,
+        _: usize,
+        _: *mut EnvoyBuffer,
+        _: usize,
+    ) {
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_headers(
+        _: HttpFilterConfigEnvoyPtr,
+        _: HttpFilterConfigModulePtr,
+        _: u64,
+        _: *mut EnvoyHttpHeader,
+        _: usize,
+        _: bool,
+    ) {
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_data(
+        _: HttpFilterConfigEnvoyPtr,
+        _: HttpFilterConfigModulePtr,
+        _: u64,
+        _: *const EnvoyBuffer,
+        _: usize,
+        _: bool,
+    ) {
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_trailers(
+        _: HttpFilterConfigEnvoyPtr,
+        _: HttpFilterConfigModulePtr,
+        _: u64,
+        _: *mut EnvoyHttpHeader,
+        _: usize,
+    ) {
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_complete(
+        _: HttpFilterConfigEnvoyPtr,
+        _: HttpFilterConfigModulePtr,
+        _: u64,
+    ) {
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_reset(
+        _: HttpFilterConfigEnvoyPtr,
+        _: HttpFilterConfigModulePtr,
+        _: u64,
+        _: HttpStreamResetReason,
+    ) {
+    }
+
+    /// Each export against its declared type (`abi.rs`).
+    const _: () = {
+        let _: OnHttpFilterNotice =
+            envoy_dynamic_module_on_http_filter_downstream_above_write_buffer_high_watermark;
+        let _: OnHttpFilterNotice =
+            envoy_dynamic_module_on_http_filter_downstream_below_write_buffer_low_watermark;
+        let _: OnHttpFilterScheduled = envoy_dynamic_module_on_http_filter_scheduled;
+        let _: OnHttpFilterHttpCalloutDone = envoy_dynamic_module_on_http_filter_http_callout_done;
+        let _: OnHttpFilterHttpStreamHeaders =
+            envoy_dynamic_module_on_http_filter_http_stream_headers;
+        let _: OnHttpFilterHttpStreamData = envoy_dynamic_module_on_http_filter_http_stream_data;
+        let _: OnHttpFilterHttpStreamTrailers =
+            envoy_dynamic_module_on_http_filter_http_stream_trailers;
+        let _: OnHttpFilterHttpStreamComplete =
+            envoy_dynamic_module_on_http_filter_http_stream_complete;
+        let _: OnHttpFilterHttpStreamReset = envoy_dynamic_module_on_http_filter_http_stream_reset;
+        let _: OnHttpFilterConfigScheduled = envoy_dynamic_module_on_http_filter_config_scheduled;
+        let _: OnHttpFilterConfigHttpCalloutDone =
+            envoy_dynamic_module_on_http_filter_config_http_callout_done;
+        let _: OnHttpFilterConfigHttpStreamHeaders =
+            envoy_dynamic_module_on_http_filter_config_http_stream_headers;
+        let _: OnHttpFilterConfigHttpStreamData =
+            envoy_dynamic_module_on_http_filter_config_http_stream_data;
+        let _: OnHttpFilterConfigHttpStreamTrailers =
+            envoy_dynamic_module_on_http_filter_config_http_stream_trailers;
+        let _: OnHttpFilterConfigHttpStreamComplete =
+            envoy_dynamic_module_on_http_filter_config_http_stream_complete;
+        let _: OnHttpFilterConfigHttpStreamReset =
+            envoy_dynamic_module_on_http_filter_config_http_stream_reset;
+    };
+}
+
+/// Each export against its declared type (`abi.rs`).
+const _: () = {
+    let _: abi::OnProgramInit = envoy_dynamic_module_on_program_init;
+    let _: abi::OnHttpFilterConfigNew = envoy_dynamic_module_on_http_filter_config_new;
+    let _: abi::OnHttpFilterConfigDestroy = envoy_dynamic_module_on_http_filter_config_destroy;
+    let _: abi::OnHttpFilterPerRouteConfigNew =
+        envoy_dynamic_module_on_http_filter_per_route_config_new;
+    let _: abi::OnHttpFilterPerRouteConfigDestroy =
+        envoy_dynamic_module_on_http_filter_per_route_config_destroy;
+    let _: abi::OnHttpFilterNew = envoy_dynamic_module_on_http_filter_new;
+    let _: abi::OnHttpFilterEvent = envoy_dynamic_module_on_http_filter_request_headers;
+    let _: abi::OnHttpFilterEvent = envoy_dynamic_module_on_http_filter_request_body;
+    let _: abi::OnHttpFilterTrailers = envoy_dynamic_module_on_http_filter_request_trailers;
+    let _: abi::OnHttpFilterEvent = envoy_dynamic_module_on_http_filter_response_headers;
+    let _: abi::OnHttpFilterEvent = envoy_dynamic_module_on_http_filter_response_body;
+    let _: abi::OnHttpFilterTrailers = envoy_dynamic_module_on_http_filter_response_trailers;
+    let _: abi::OnHttpFilterNotice = envoy_dynamic_module_on_http_filter_stream_complete;
+    let _: abi::OnHttpFilterDestroy = envoy_dynamic_module_on_http_filter_destroy;
+    let _: abi::OnHttpFilterLocalReply = envoy_dynamic_module_on_http_filter_local_reply;
+};
