@@ -661,3 +661,313 @@ const _: () = {
     let _: abi::OnHttpFilterDestroy = envoy_dynamic_module_on_http_filter_destroy;
     let _: abi::OnHttpFilterLocalReply = envoy_dynamic_module_on_http_filter_local_reply;
 };
+
+#[cfg(test)]
+mod tests {
+    //! The hooks against the fake callbacks (`host::fake`), as Envoy calls
+    //! them; records compared with the core driven through `MemoryHost`
+    //! (what the Wasm build's adapter hands it).
+    use super::*;
+    use crate::host::fake::{FakeEnvoy, Map, ENVOY};
+    use serde_json::Value;
+    use wirelens_core::frame::encode_frame;
+    use wirelens_core::headers::serialize;
+    use wirelens_core::{MemoryHost, FILTER_STATE_RECORD};
+
+    const CONFIG: &str = r#"{"operations": [
+        {"grpc_path": "/wirelens.v1.Hello/SayHello", "operation": "hello.SayHello",
+         "rpc_service": "wirelens.v1.Hello", "rpc_method": "SayHello", "streaming": "unary",
+         "http_rules": [{"method": "POST", "pattern": "/v1/hello"}]}]}"#;
+
+    /// A filter pointer: the fakes ignore it, Envoy's is never null.
+    fn envoy() -> abi::HttpFilterEnvoyPtr {
+        std::ptr::NonNull::<u8>::dangling().as_ptr().cast()
+    }
+
+    fn buffer(bytes: &[u8]) -> abi::EnvoyBuffer {
+        abi::EnvoyBuffer {
+            ptr: bytes.as_ptr().cast(),
+            length: bytes.len(),
+        }
+    }
+
+    fn fake<R>(f: impl FnOnce(&mut FakeEnvoy) -> R) -> R {
+        ENVOY.with(|e| f(&mut e.borrow_mut()))
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> Map {
+        pairs
+            .iter()
+            .map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec()))
+            .collect()
+    }
+
+    /// A configuration made as Envoy makes it; null when refused.
+    fn configure(config: &str) -> abi::HttpFilterConfigModulePtr {
+        fake(|e| *e = FakeEnvoy::default());
+        unsafe {
+            envoy_dynamic_module_on_http_filter_config_new(
+                std::ptr::null_mut(),
+                buffer(b"wirelens"),
+                buffer(config.as_bytes()),
+            )
+        }
+    }
+
+    /// One exchange: request headers (+ body chunks), response headers (+
+    /// body chunks, + trailers), stream complete, destroy. Each chunk is
+    /// handed over in `slices` pieces. Returns the published record.
+    struct Exchange {
+        request: Map,
+        request_body: Vec<Vec<u8>>,
+        response: Map,
+        response_body: Vec<Vec<u8>>,
+        trailers: Option<Map>,
+    }
+
+    fn split(chunk: &[u8], slices: usize) -> Vec<Vec<u8>> {
+        let n = chunk.len().div_ceil(slices.max(1)).max(1);
+        chunk.chunks(n).map(<[u8]>::to_vec).collect()
+    }
+
+    impl Exchange {
+        fn run_native(
+            &self,
+            config: abi::HttpFilterConfigModulePtr,
+            slices: usize,
+        ) -> Option<String> {
+            let e = envoy();
+            unsafe {
+                let m = envoy_dynamic_module_on_http_filter_new(config, e);
+                fake(|f| f.maps[abi::REQUEST_HEADER as usize] = Some(self.request.clone()));
+                let eos = self.request_body.is_empty();
+                envoy_dynamic_module_on_http_filter_request_headers(e, m, eos);
+                for (i, chunk) in self.request_body.iter().enumerate() {
+                    fake(|f| f.request_chunk = Some(split(chunk, slices)));
+                    envoy_dynamic_module_on_http_filter_request_body(
+                        e,
+                        m,
+                        i + 1 == self.request_body.len(),
+                    );
+                    fake(|f| f.request_chunk = None);
+                }
+                fake(|f| f.maps[abi::RESPONSE_HEADER as usize] = Some(self.response.clone()));
+                let eos = self.response_body.is_empty() && self.trailers.is_none();
+                envoy_dynamic_module_on_http_filter_response_headers(e, m, eos);
+                for (i, chunk) in self.response_body.iter().enumerate() {
+                    fake(|f| f.response_chunk = Some(split(chunk, slices)));
+                    let last = i + 1 == self.response_body.len() && self.trailers.is_none();
+                    envoy_dynamic_module_on_http_filter_response_body(e, m, last);
+                    fake(|f| f.response_chunk = None);
+                }
+                if let Some(t) = &self.trailers {
+                    fake(|f| f.maps[abi::RESPONSE_TRAILER as usize] = Some(t.clone()));
+                    envoy_dynamic_module_on_http_filter_response_trailers(e, m);
+                }
+                envoy_dynamic_module_on_http_filter_stream_complete(e, m);
+                envoy_dynamic_module_on_http_filter_destroy(m);
+            }
+            published()
+        }
+
+        /// The same exchange through the core and `MemoryHost`.
+        fn run_memory(&self) -> String {
+            let config = wirelens_core::Config::from_json(CONFIG.as_bytes()).unwrap();
+            let ser = |m: &Map| serialize(m);
+            let mut host = MemoryHost {
+                now: Some(1),
+                tick: 1000,
+                request_headers: Some(ser(&self.request)),
+                response_headers: Some(ser(&self.response)),
+                response_trailers: self.trailers.as_ref().map(ser),
+                ..MemoryHost::default()
+            };
+            let mut call = Call::new(Arc::new(config.map)).with_options(config.options);
+            call.on_request_headers(&mut host, self.request_body.is_empty());
+            for (i, chunk) in self.request_body.iter().enumerate() {
+                host.request_body = Some(chunk.clone());
+                call.on_request_body(&mut host, chunk.len(), i + 1 == self.request_body.len());
+            }
+            let eos = self.response_body.is_empty() && self.trailers.is_none();
+            call.on_response_headers(&mut host, eos);
+            for (i, chunk) in self.response_body.iter().enumerate() {
+                host.response_body = Some(chunk.clone());
+                let last = i + 1 == self.response_body.len() && self.trailers.is_none();
+                call.on_response_body(&mut host, chunk.len(), last);
+            }
+            if self.trailers.is_some() {
+                call.on_response_trailers(&mut host);
+            }
+            call.on_log(&mut host);
+            host.published.pop().expect("a record")
+        }
+    }
+
+    fn published() -> Option<String> {
+        fake(|f| {
+            assert!(f.filter_state.len() <= 1, "one write per stream");
+            let (key, value) = f.filter_state.pop()?;
+            assert_eq!(key, FILTER_STATE_RECORD);
+            Some(value)
+        })
+    }
+
+    /// The record without its durations (each host has its own clock).
+    fn timeless(record: &str) -> Value {
+        let mut v: Value = serde_json::from_str(record).unwrap();
+        let o = v.as_object_mut().unwrap();
+        o.retain(|k, _| !["tt", "du", "qd"].contains(&k.as_str()));
+        v
+    }
+
+    fn grpc() -> Exchange {
+        let mut body = encode_frame(0, b"\x0a\x06native");
+        body.extend(encode_frame(0, b""));
+        Exchange {
+            request: map(&[
+                (":method", "POST"),
+                (":path", "/wirelens.v1.Hello/SayHello"),
+                (":authority", "example"),
+                ("content-type", "application/grpc"),
+                ("te", "trailers"),
+            ]),
+            request_body: vec![body.clone(), encode_frame(0, &[7; 300])],
+            response: map(&[(":status", "200"), ("content-type", "application/grpc")]),
+            response_body: vec![encode_frame(0, b"\x0a\x0dHello, native")],
+            trailers: Some(map(&[("grpc-status", "0"), ("grpc-message", "")])),
+        }
+    }
+
+    fn rest() -> Exchange {
+        Exchange {
+            request: map(&[
+                (":method", "POST"),
+                (":path", "/v1/hello"),
+                (":authority", "example"),
+                ("content-type", "application/json"),
+            ]),
+            request_body: vec![br#"{"name":"native"}"#.to_vec()],
+            response: map(&[(":status", "200"), ("content-type", "application/json")]),
+            response_body: vec![br#"{"message":"Hello, native"}"#.to_vec()],
+            trailers: None,
+        }
+    }
+
+    #[test]
+    fn records_what_the_core_records_through_memory_host() {
+        let config = configure(CONFIG);
+        assert!(!config.is_null());
+        for exchange in [grpc(), rest()] {
+            let want = timeless(&exchange.run_memory());
+            for slices in [1, 2, 7] {
+                let got = exchange.run_native(config, slices).expect("a record");
+                assert_eq!(timeless(&got), want, "{slices} slices: {got}");
+            }
+        }
+        let got = timeless(&grpc().run_native(config, 3).unwrap());
+        assert_eq!(got["qm"], 3, "{got}");
+        assert_eq!(got["sm"], 1, "{got}");
+        assert_eq!(got["mf"], 0, "{got}");
+        unsafe { envoy_dynamic_module_on_http_filter_config_destroy(config) };
+    }
+
+    #[test]
+    fn rest_bodies_are_counted_not_fetched() {
+        let config = configure(CONFIG);
+        let got = rest().run_native(config, 2).unwrap();
+        assert_eq!(fake(|f| f.chunk_fetches), 0, "{got}");
+        assert!(got.contains(r#""qb":17"#), "{got}");
+        unsafe { envoy_dynamic_module_on_http_filter_config_destroy(config) };
+    }
+
+    #[test]
+    fn a_configuration_error_names_the_field_and_is_refused() {
+        let config = configure(r#"{"sample_rate": 2}"#);
+        assert!(config.is_null());
+        let logs = fake(|f| f.logs.clone());
+        assert_eq!(logs.len(), 1, "{logs:?}");
+        assert_eq!(logs[0].0, abi::LOG_ERROR);
+        assert!(logs[0].1.contains("sample_rate"), "{logs:?}");
+        let config = configure(r#"{"operations": [{"grpc_path": 3}]}"#);
+        assert!(config.is_null());
+        assert!(
+            fake(|f| f.logs[0].1.contains("grpc_path")),
+            "{:?}",
+            fake(|f| f.logs.clone())
+        );
+    }
+
+    #[test]
+    fn unsampled_streams_are_left_alone() {
+        let config = configure(r#"{"sample_rate": 0}"#);
+        assert!(!config.is_null());
+        let m = unsafe { envoy_dynamic_module_on_http_filter_new(config, envoy()) };
+        assert_eq!(m, unsampled());
+        assert!(grpc().run_native(config, 1).is_none());
+        assert_eq!(fake(|f| f.calls), 0, "no callback for an unsampled stream");
+        unsafe { envoy_dynamic_module_on_http_filter_config_destroy(config) };
+    }
+
+    #[test]
+    fn a_panic_fails_the_stream_open_and_marks_its_record() {
+        let config = configure(CONFIG);
+        let exchange = grpc();
+        let e = envoy();
+        unsafe {
+            let m = envoy_dynamic_module_on_http_filter_new(config, e);
+            fake(|f| f.maps[abi::REQUEST_HEADER as usize] = Some(exchange.request.clone()));
+            assert_eq!(
+                envoy_dynamic_module_on_http_filter_request_headers(e, m, false),
+                abi::CONTINUE
+            );
+            // A hook that panics half-way (the probe's panic, without the feature).
+            let status = drive(e, m, Hook::RequestBody, |_, _| panic!("test panic"));
+            assert_eq!(status, abi::CONTINUE);
+            let calls = fake(|f| f.calls);
+            fake(|f| f.maps[abi::RESPONSE_HEADER as usize] = Some(exchange.response.clone()));
+            assert_eq!(
+                envoy_dynamic_module_on_http_filter_response_headers(e, m, true),
+                abi::CONTINUE
+            );
+            assert_eq!(
+                fake(|f| f.calls),
+                calls,
+                "later hooks leave the stream alone"
+            );
+            assert!(fake(|f| f.filter_state.is_empty()));
+            envoy_dynamic_module_on_http_filter_stream_complete(e, m);
+            envoy_dynamic_module_on_http_filter_destroy(m);
+        }
+        let record = published().expect("the marked record");
+        let v = timeless(&record);
+        assert_eq!(v["mf"], 1, "{record}");
+        assert_eq!(v["op"], "hello.SayHello", "{record}");
+        assert!(fake(|f| f
+            .logs
+            .iter()
+            .any(|(_, m)| m.contains("panic in request_body"))));
+        unsafe { envoy_dynamic_module_on_http_filter_config_destroy(config) };
+    }
+
+    #[test]
+    fn a_panic_in_stream_complete_still_publishes_marked() {
+        let config = configure(CONFIG);
+        let e = envoy();
+        unsafe {
+            let m = envoy_dynamic_module_on_http_filter_new(config, e);
+            fake(|f| f.maps[abi::REQUEST_HEADER as usize] = Some(rest().request));
+            envoy_dynamic_module_on_http_filter_request_headers(e, m, true);
+            drive(e, m, Hook::StreamComplete, |_, _| panic!("test panic"));
+            envoy_dynamic_module_on_http_filter_destroy(m);
+        }
+        let record = published().expect("the marked record");
+        assert_eq!(timeless(&record)["mf"], 1, "{record}");
+        unsafe { envoy_dynamic_module_on_http_filter_config_destroy(config) };
+    }
+
+    #[test]
+    fn the_abi_version_is_v0_2_0() {
+        let v = unsafe { std::ffi::CStr::from_ptr(envoy_dynamic_module_on_program_init()) };
+        assert_eq!(v.to_str().unwrap(), "v0.2.0");
+    }
+}
