@@ -247,7 +247,7 @@ test-unit: bootstrap ## unit tests of each component
 	@go run ./filters/core/tests/counterfactual/gocheck
 	@$(PY) -m pytest -q -p no:cacheprovider tests/unit proto
 
-test-e2e: bootstrap browser bench-tools ## end-to-end: the whole stack on free ports, exact counts in ClickHouse, spans in Jaeger
+test-e2e: bootstrap browser bench-tools native-probe ## end-to-end: the whole stack on free ports, exact counts in ClickHouse, spans in Jaeger
 	@$(PY) -m pytest -q -p no:cacheprovider tests/e2e
 
 # ------------------------------------------------------------------ benchmarks

@@ -192,7 +192,10 @@ unsafe fn drive(
 }
 
 /// A failed stream's last act: its record as it stands, marked malformed,
-/// unless it was published already. A second panic gives up silently.
+/// unless it was published already. A stream that failed in its request
+/// headers hook reads them now, so the call is still counted (the core
+/// ignores a second reading of request headers). A second panic gives up
+/// silently.
 ///
 /// # Safety
 /// As [`drive`].
@@ -203,6 +206,7 @@ unsafe fn publish_marked(envoy: abi::HttpFilterEnvoyPtr, stream: &mut Stream) {
             // SAFETY: as in `drive`.
             let mut host = EnvoyHost::new(envoy, scratch);
             call.mark_malformed();
+            call.on_request_headers(&mut host, false);
             call.on_log(&mut host);
         }))
     });
@@ -962,6 +966,23 @@ mod tests {
         }
         let record = published().expect("the marked record");
         assert_eq!(timeless(&record)["mf"], 1, "{record}");
+        unsafe { envoy_dynamic_module_on_http_filter_config_destroy(config) };
+    }
+
+    #[test]
+    fn a_panic_in_request_headers_still_counts_the_call() {
+        let config = configure(CONFIG);
+        let e = envoy();
+        unsafe {
+            let m = envoy_dynamic_module_on_http_filter_new(config, e);
+            fake(|f| f.maps[abi::REQUEST_HEADER as usize] = Some(rest().request));
+            drive(e, m, Hook::RequestHeaders, |_, _| panic!("test panic"));
+            envoy_dynamic_module_on_http_filter_stream_complete(e, m);
+            envoy_dynamic_module_on_http_filter_destroy(m);
+        }
+        let record = timeless(&published().expect("the marked record"));
+        assert_eq!(record["mf"], 1, "{record}");
+        assert_eq!(record["op"], "hello.SayHello", "{record}");
         unsafe { envoy_dynamic_module_on_http_filter_config_destroy(config) };
     }
 
