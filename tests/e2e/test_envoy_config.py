@@ -9,24 +9,30 @@ import pytest
 
 from tests.e2e.conftest import ROOT, stack
 
-from envoy import render
+from envoy import render, wiring
 
 
-WASM = ROOT / "build" / "wirelens_filter.wasm"
 DESCRIPTORS = ROOT / "build" / "proto" / "wirelens.pb"
 OPMAP = ROOT / "build" / "opmap.json"
 
 
-def validate(tmp_path, plugin_config: str) -> subprocess.CompletedProcess:
+@pytest.fixture(params=wiring.MODULES)
+def module(request) -> str:
+    """Each test runs on both builds of the filter (envoy/wiring.py, MODULES)."""
+    return request.param
+
+
+def validate(tmp_path, plugin_config: str, module: str) -> subprocess.CompletedProcess:
     config = tmp_path / "envoy.yaml"
-    config.write_text(render.render(stack.load_settings({}), WASM, plugin_config, DESCRIPTORS))
+    config.write_text(render.render(stack.load_settings({}), wiring.MODULE_FILES[module], plugin_config, DESCRIPTORS,
+                                    module=module))
     return subprocess.run([str(stack.envoy_binary()), "--mode", "validate", "-c", str(config),
                            "--disable-hot-restart", "--log-level", "error"],
                           capture_output=True, text=True, timeout=60)
 
 
-def test_shipped_config_validates(tmp_path):
-    result = validate(tmp_path, OPMAP.read_text())
+def test_shipped_config_validates(tmp_path, module):
+    result = validate(tmp_path, OPMAP.read_text(), module)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -36,8 +42,11 @@ def test_shipped_config_validates(tmp_path):
     ({"operations": [{"grpc_path": "/a.B/C", "streaming": "uni"}]}, "operations[0].streaming"),
     ({"sampel_rate": 1}, "sampel_rate"),
 ])
-def test_invalid_plugin_config_is_refused_naming_the_field(tmp_path, bad_config, field):
-    result = validate(tmp_path, json.dumps(bad_config))
+def test_invalid_plugin_config_is_refused_naming_the_field(tmp_path, bad_config, field, module):
+    result = validate(tmp_path, json.dumps(bad_config), module)
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
-    assert "invalid plugin configuration" in output and field in output, output
+    # The Wasm build logs "wirelens: invalid plugin configuration: <field>: ...", the native one
+    # "wirelens: invalid filter configuration: <field>: ..." (Envoy calls its text filter_config).
+    assert ("wirelens: invalid plugin configuration" in output or "wirelens: invalid filter configuration" in output) \
+        and field in output, output
