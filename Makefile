@@ -98,12 +98,13 @@ native: prereqs ## the wirelens filter as a native Envoy module -> build/native/
 	   cp $(CARGO_TARGET_DIR)/release/libwirelens.so $(ROOT)/build/native/.libwirelens.so.new && \
 	   mv -f $(ROOT)/build/native/.libwirelens.so.new $(ROOT)/build/native/libwirelens.so'
 
-# Tests only: the native module with feature panic-probe (a request header x-wirelens-panic: <hook>
-# panics in that hook), for the test that a panic fails the stream open. Its own target dir, so
-# it never replaces the release build's libwirelens.so.
-native-probe: prereqs ## the native module with the panic probe (tests) -> build/native-probe/libwirelens.so
+# Tests only: the native module with features panic-probe (a request header x-wirelens-panic: <hook>
+# panics in that hook: test_native_panic) and conformance (what each callback answers, as the filter
+# state wirelens.conformance: the conformance test). Its own target dir, so it never replaces the
+# release build's libwirelens.so.
+native-probe: prereqs ## the native module with the panic probe and the conformance report (tests) -> build/native-probe/libwirelens.so
 	@$(KEYED) native-probe build/native-probe/libwirelens.so 'filters/Cargo.toml filters/Cargo.lock filters/core filters/native' -- bash -c \
-	  'cd filters && CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/native-probe cargo build --release --locked -p wirelens-native --features panic-probe && \
+	  'cd filters && CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/native-probe cargo build --release --locked -p wirelens-native --features panic-probe,conformance && \
 	   mkdir -p $(ROOT)/build/native-probe && cp $(CARGO_TARGET_DIR)/native-probe/release/libwirelens.so $(ROOT)/build/native-probe/.libwirelens.so.new && \
 	   mv -f $(ROOT)/build/native-probe/.libwirelens.so.new $(ROOT)/build/native-probe/libwirelens.so'
 

@@ -36,6 +36,9 @@
 
 use std::ffi::{c_char, c_void};
 
+/// The Envoy release this file is pinned to.
+pub const ENVOY_VERSION: &str = "1.40.0";
+
 /// What `envoy_dynamic_module_on_program_init` returns (NUL-terminated).
 pub const ABI_VERSION: &[u8] = b"v0.2.0\0";
 
@@ -324,10 +327,12 @@ extern "C" {
 
     /// Stores `value` (copied) as the stream's filter state `key`: a
     /// `Router::StringAccessorImpl` (serialized as the string itself, so
-    /// `%FILTER_STATE(key:PLAIN)%` prints it), read-only, life span
-    /// `FilterChain` (the stream's, so the access log and the span finish
-    /// read it). False without stream info; a second write of the same key
-    /// is refused by Envoy (read-only), so the module writes once.
+    /// `%FILTER_STATE(key:PLAIN)%` prints it), life span `FilterChain` (the
+    /// stream's, so the access log and the span finish read it). True with
+    /// stream info, false without. A later write of the same key answers
+    /// true too and replaces the value (the conformance test's finding in
+    /// 1.40, despite the ReadOnly state type in the source); wirelens
+    /// writes once per stream.
     pub fn envoy_dynamic_module_callback_http_set_filter_state_bytes(
         filter_envoy_ptr: HttpFilterEnvoyPtr,
         key: ModuleBuffer,

@@ -24,6 +24,8 @@
 //!
 //! Feature `panic-probe` (tests only): a request header
 //! `x-wirelens-panic: <hook>` makes that hook panic (see [`probe`]).
+//! Feature `conformance` (tests only): `conformance.rs` reports what every
+//! callback answers in every hook, for the conformance test.
 
 use std::ffi::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -31,6 +33,8 @@ use std::sync::Arc;
 use wirelens_core::{Body, Call, Config, OpMap, Options, SharedSampler};
 
 pub mod abi;
+#[cfg(feature = "conformance")]
+mod conformance;
 pub mod host;
 
 use host::{log, EnvoyHost, Scratch};
@@ -172,6 +176,8 @@ unsafe fn drive(
             // for this closure.
             let mut host = EnvoyHost::new(envoy, scratch);
             probe(hook, &mut host);
+            #[cfg(feature = "conformance")]
+            conformance::observe(hook, envoy);
             f(call, &mut host);
         }))
     });
@@ -267,14 +273,14 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
         Ok(Err(e)) => {
             log(
                 abi::LOG_ERROR,
-                &format!("wirelens: invalid filter configuration: {e}"),
+                &format!("wirelens: invalid plugin configuration: {e}"),
             );
             std::ptr::null()
         }
         Err(_) => {
             log(
                 abi::LOG_ERROR,
-                "wirelens: invalid filter configuration: panic while parsing it",
+                "wirelens: invalid plugin configuration: panic while parsing it",
             );
             std::ptr::null()
         }
