@@ -93,19 +93,32 @@ LOAD_TITLES = {
     "grpc": "gRPC   h2 unary /wirelens.v1.Hello/SayHello",
     "stream": "stream h2 bidi /wirelens.v1.Echo/BiStream",
 }
-# Shapes: "" = exporters off (the filter-alone table), "+exp" = file access log +
-# tracer (as the local stack ships), "+otlp" = OTel access logger + tracer.
-SHAPES = ("", "+exp", "+otlp")
+# Shapes: "" = exporters off (the filter alone: same listener and Go services, no
+# tracer, no access log), "+exp" = file access log + tracer tracing every call (as
+# the local stack ships), "+exp1pct" = the same with 1 % of calls traced (what a
+# busy mesh runs), "+otlp" = OTel access logger + tracer.
+SHAPES = ("", "+exp", "+exp1pct", "+otlp")
+TRACING_PERCENT = {"+exp1pct": 1}   # the others trace every call
+SHAPE_TITLES = {
+    "+exp": "file access log + OTel tracer, every call traced (as the local stack ships)",
+    "+exp1pct": "the same, 1 % of calls traced (a busy mesh's sampling)",
+    "": "exporters off: no access log, no tracer (the filter alone)",
+    "+otlp": "OTel access logger + tracer",
+}
 # Under valgrind Envoy starts in 20-90 s (V8 compiles the module instrumented).
 START_TIMEOUT_S = 600.0
 CHECK_TIMEOUT_S = 180.0
 # callgrind writes a dump some time after it is asked (at its next scheduling point).
 DUMP_TIMEOUT_S = 120.0
 
-# Targets (issue 16).
-TARGET_PIPELINE_RATIO = 0.90          # instructions none+exp / wirelens+exp, REST and unary gRPC
-TARGET_OVER_EMPTY = {"rest": 15_000, "grpc": 30_000}   # wirelens+exp - empty+exp per call
-TARGET_STREAM_PER_MESSAGE = 3_000     # (wirelens+exp - empty+exp) per streamed message
+# Targets (issue 29), instructions, one run, the counterfactual off (rate 0).
+# Whole pipeline: none+exp / FILTER+exp, REST and unary gRPC, per build kind
+# (also printed for the +exp1pct shape: none+exp1pct / FILTER+exp1pct).
+TARGET_PIPELINE_RATIO = {"native": {"rest": 0.94, "grpc": 0.94}, "wasm": {"rest": 0.84, "grpc": 0.82}}
+# The native filter alone, exporters off: FILTER - none per call (per message for the stream).
+TARGET_NATIVE_ALONE = {"rest": 12_000, "grpc": 20_000, "stream": 1_500}
+# The Wasm filter per streamed message over the empty Wasm filter: FILTER+exp - empty+exp.
+TARGET_WASM_STREAM_OVER_EMPTY = 4_000
 
 
 # ------------------------------------------------------------------ measuring
@@ -154,9 +167,21 @@ class Measured:
     exporters: dict = field(default_factory=dict)
     error: str | None = None
 
+    @property
+    def kind(self) -> str:
+        """none, empty, probe, whatif, native (a .so) or wasm: which targets apply."""
+        return module_kind(self.base, self.wasm)
+
     def loads(self, wanted: list[str]) -> list[str]:
-        # The exporter-less shape keeps its earlier upstream (an Envoy), which cannot echo a stream.
-        return [x for x in wanted if self.shape or x != "stream"]
+        return list(wanted)
+
+
+def module_kind(base: str, module: Path | None) -> str:
+    if base in ("none", "empty", "whatif"):
+        return base
+    if base.startswith("probe-"):
+        return "probe"
+    return "native" if base == "native" or harness.is_native(module) else "wasm"
 
 
 class CallgrindEnvoy(harness.Envoy):
@@ -263,19 +288,17 @@ def check_exporters(m: Measured, calls: int) -> dict:
 def measure_variant(m: Measured, envoy_bin: Path, ports: dict, plugin_config: str,
                     args: argparse.Namespace, files: dict, progress) -> None:
     node = f"wirelens-instr-{m.variant.replace('+', '-')}"
-    if m.shape:
-        sink = "otlp" if m.shape == "+otlp" else "file"
-        m.log_path = WORK_DIR / f"access-{m.variant}.jsonl" if sink == "file" else None
-        if m.log_path and m.log_path.exists():
-            m.log_path.unlink()
-        cfg = pipeline_config(m.wasm, plugin_config, sink, m.port, m.admin_port, ports["rest"],
-                              ports["grpc"], ports["upstream"], m.log_path, node)
-        env = CallgrindEnvoy(m.variant, cfg, m.port, m.admin_port,
-                             extra_args=("--file-flush-interval-msec", FILE_FLUSH_MS))
-    else:
-        cfg = harness.measured_config(m.wasm, plugin_config, False, "mixed", m.port, m.admin_port,
-                                 ports["upstream"], node)
-        env = CallgrindEnvoy(m.variant, cfg, m.port, m.admin_port)
+    sink = {"": None, "+otlp": "otlp"}.get(m.shape, "file")
+    m.log_path = WORK_DIR / f"access-{m.variant}.jsonl" if sink == "file" else None
+    if m.log_path and m.log_path.exists():
+        m.log_path.unlink()
+    # Every shape: the production listener, the Go services upstream (so the exporters'
+    # price is FILTER+exp - FILTER), the OTLP sink for the exporters.
+    cfg = pipeline_config(m.wasm, plugin_config, sink, m.port, m.admin_port, ports["rest"],
+                          ports["grpc"], ports["upstream"], m.log_path, node,
+                          tracing_percent=TRACING_PERCENT.get(m.shape, 100))
+    env = CallgrindEnvoy(m.variant, cfg, m.port, m.admin_port,
+                         extra_args=("--file-flush-interval-msec", FILE_FLUSH_MS))
     m.envoy = env
     loads = m.loads(args.loads)
     try:
@@ -364,8 +387,10 @@ def counterfactual_costs(per: dict, base_rate: float) -> dict:
 def summarize(measured: list[Measured], loads: list[str], base_rate: float = 0.0) -> dict:
     """Per variant and load: instructions per call (and per message), differences, verdicts."""
     per: dict = {}
+    kinds: dict = {}
     for m in measured:
         per[m.variant] = {}
+        kinds[m.variant] = m.kind
         for load in loads:
             rec = m.results.get(load)
             if rec:
@@ -378,41 +403,95 @@ def summarize(measured: list[Measured], loads: list[str], base_rate: float = 0.0
             none, empty = baseline(per, variant, "none"), baseline(per, variant, "empty")
             nv = per[none].get(load) if none else None
             ev = per[empty].get(load) if empty else None
+            # Over the empty proxy-wasm filter: only for proxy-wasm builds (and the whatif one).
+            over_empty_applies = kinds[variant] in ("wasm", "whatif", "probe")
             d[load] = {"over_none": v - nv if nv and base != "none" else None,
-                       "over_empty": v - ev if ev and base not in ("none", "empty") else None,
+                       "over_empty": v - ev if ev and over_empty_applies else None,
                        "capacity_vs_none": nv / v if nv and base != "none" else None}
         diffs[variant] = d
-    # Targets, for every filter build measured in the +exp shape (wirelens and --compare builds).
-    targets: dict = {}
-    for variant in per:
-        base, shape = variant.split("+")[0], variant[len(variant.split("+")[0]):]
-        if shape != "+exp" or base in ("none", "empty", "whatif") or base.startswith("probe-"):
-            continue
-        t = []
-        for load in ("rest", "grpc"):
-            cap = diffs[variant].get(load, {}).get("capacity_vs_none")
-            if cap is not None:
-                t.append({"target": f"whole pipeline {load}: none+exp / {variant}",
-                          "value": round(cap, 4), "limit": f">= {TARGET_PIPELINE_RATIO:.2f}",
-                          "pass": cap >= TARGET_PIPELINE_RATIO})
-        for load in ("rest", "grpc"):
-            over = diffs[variant].get(load, {}).get("over_empty")
-            if over is not None:
-                t.append({"target": f"filter alone {load}: {variant} - empty+exp per call",
-                          "value": round(over), "limit": f"<= {TARGET_OVER_EMPTY[load]:,}",
-                          "pass": over <= TARGET_OVER_EMPTY[load]})
-        over = diffs[variant].get("stream", {}).get("over_empty")
-        if over is not None:
-            t.append({"target": f"streamed message: {variant} - empty+exp per message",
-                      "value": round(over), "limit": f"<= {TARGET_STREAM_PER_MESSAGE:,}",
-                      "pass": over <= TARGET_STREAM_PER_MESSAGE})
-        targets[variant] = t
-    return {"per_call": per, "differences": diffs, "targets": targets,
+    return {"per_call": per, "differences": diffs, "kinds": kinds,
+            "targets": targets(per, diffs, kinds),
+            "export_share": export_shares(per, kinds),
             "counterfactual_per_sampled_call": counterfactual_costs(per, base_rate),
             "counterfactual_rate_of_wirelens": base_rate,
             "units": {"rest": "per call", "grpc": "per call",
                       "stream": f"per message ({STREAM_MESSAGES} requests + {STREAM_MESSAGES} replies "
                                 "per stream, both counted)"}}
+
+
+def _verdict(target: str, value: float, limit: float, at_least: bool, fmt: str = ",") -> dict:
+    shown = f"{limit:.2f}" if at_least else f"{limit:{fmt}}"
+    return {"target": target, "value": round(value, 4) if at_least else round(value),
+            "limit": f"{'>=' if at_least else '<='} {shown}",
+            "pass": value >= limit if at_least else value <= limit}
+
+
+def targets(per: dict, diffs: dict, kinds: dict) -> dict:
+    """Issue 29's verdicts, for every filter build measured (wirelens, native, the --compare builds):
+
+    native and wasm, +exp and +exp1pct: none/FILTER of the same shape, REST and unary gRPC (0.94; 0.84, 0.82);
+    native, exporters off: FILTER - none per REST call, gRPC call, streamed message (12k, 20k, 1.5k);
+    wasm, +exp: FILTER+exp - empty+exp per streamed message (4k).
+    """
+    out: dict = {}
+    for variant in per:
+        kind = kinds.get(variant)
+        if kind not in ("native", "wasm"):
+            continue
+        shape = variant[len(variant.split("+")[0]):]
+        d = diffs[variant]
+        t = []
+        if shape in ("+exp", "+exp1pct"):
+            traced = " (1 % traced)" if shape == "+exp1pct" else ""
+            for load in ("rest", "grpc"):
+                cap = d.get(load, {}).get("capacity_vs_none")
+                if cap is not None:
+                    t.append(_verdict(f"{kind} whole pipeline {load}{traced}: none{shape} / {variant}", cap,
+                                      TARGET_PIPELINE_RATIO[kind][load], at_least=True))
+        if kind == "wasm" and shape == "+exp":
+            over = d.get("stream", {}).get("over_empty")
+            if over is not None:
+                t.append(_verdict(f"wasm streamed message: {variant} - empty+exp per message", over,
+                                  TARGET_WASM_STREAM_OVER_EMPTY, at_least=False))
+        if kind == "native" and shape == "":
+            unit = {"rest": "per call", "grpc": "per call", "stream": "per message"}
+            for load in ("rest", "grpc", "stream"):
+                over = d.get(load, {}).get("over_none")
+                if over is not None:
+                    t.append(_verdict(f"native filter alone {load}: {variant} - none {unit[load]}", over,
+                                      TARGET_NATIVE_ALONE[load], at_least=False))
+        if t:
+            out[variant] = t
+    return out
+
+
+def export_shares(per: dict, kinds: dict) -> dict:
+    """For each filter build measured with and without the exporters: how much of its price in the
+    pipeline (FILTER+exp - none+exp) is the filter alone (FILTER - none) and how much is Envoy exporting
+    the record (the rest: what the exporters cost with the record over what they cost without one)."""
+    out: dict = {}
+    for variant, by_load in per.items():
+        base, shape = variant.split("+")[0], variant[len(variant.split("+")[0]):]
+        if kinds.get(variant) not in ("native", "wasm") or shape == "" or shape == "+otlp":
+            continue
+        alone_v, none_exp, none_off = per.get(base), per.get("none" + shape), per.get("none")
+        if not (alone_v and none_exp and none_off):
+            continue
+        rows = {}
+        for load, v in by_load.items():
+            # The exporters work per call: a streamed message's share of them is noise.
+            if load == "stream" or load not in alone_v or load not in none_exp or load not in none_off:
+                continue
+            price = v - none_exp[load]
+            alone = alone_v[load] - none_off[load]
+            export = price - alone
+            rows[load] = {"price": round(price), "alone": round(alone), "export": round(export),
+                          "export_share": round(export / price, 3) if price > 0 else None,
+                          "exporters_without_record": round(none_exp[load] - none_off[load]),
+                          "exporters_with_record": round(v - alone_v[load])}
+        if rows:
+            out[variant] = rows
+    return out
 
 
 def fmt_k(v: float | None, sign: bool = False) -> str:
@@ -426,6 +505,40 @@ def fmt_target_value(t: dict) -> str:
     return f"{v:.3f}" if isinstance(v, float) and abs(v) < 10 else f"{v / 1000:+.1f}k"
 
 
+def shape_order(variant: str) -> tuple[int, int]:
+    """Rows grouped by shape (+exp, +exp1pct, exporters off, +otlp), then in measuring order."""
+    shape = variant[len(variant.split("+")[0]):]
+    return (SHAPES.index(shape) if shape != "" else 2.5, 0)
+
+
+def target_lines(summary: dict) -> list[str]:
+    """The verdicts, one per line (also what `make bench`'s summary repeats)."""
+    lines = []
+    for ts in summary.get("targets", {}).values():
+        for t in ts:
+            lines.append(f"{t['target']:<72} {fmt_target_value(t):>8}  {t['limit']:<9} "
+                         f"{'PASS' if t['pass'] else 'FAIL'}")
+    return lines
+
+
+def export_lines(summary: dict) -> list[str]:
+    """Per filter build and shape: its price in the pipeline = the filter alone + the record's export."""
+    names = {"rest": "REST", "grpc": "gRPC", "stream": "stream msg"}
+    lines = []
+    for variant, rows in summary.get("export_share", {}).items():
+        base = variant.split("+")[0]
+        cells = []
+        for load, r in rows.items():
+            share = f" ({r['export_share']:.0%})" if r["export_share"] is not None else ""
+            cells.append(f"{names[load]} {fmt_k(r['price'], True)} = alone {fmt_k(r['alone'], True)}"
+                         f" + export {fmt_k(r['export'], True)}{share}")
+        lines.append(f"{variant:<16} " + "; ".join(cells))
+        with_record = ", ".join(f"{names[x]} {fmt_k(r['exporters_with_record'], True)}" for x, r in rows.items())
+        without = ", ".join(fmt_k(r["exporters_without_record"], True) for r in rows.values())
+        lines.append(f"{'':<16} (the exporters cost {with_record} with {base}'s record, {without} without)")
+    return lines
+
+
 def print_report(summary: dict, loads: list[str], meta: dict) -> None:
     per, diffs = summary["per_call"], summary["differences"]
     print()
@@ -436,27 +549,44 @@ def print_report(summary: dict, loads: list[str], meta: dict) -> None:
         print(f"  stream: per MESSAGE = instructions / ({meta['streams']} streams x {STREAM_MESSAGES} "
               f"requests + {STREAM_MESSAGES} replies); {len(STREAM_FRAME)}-byte frames; "
               f"after {meta['warmup_streams']} warm-up stream(s)")
-    builds = "  ".join(f"{name}.wasm {info['sha256']}" for name, info in meta["wasm"].items()
+    builds = "  ".join(f"{name} {info['sha256']}" for name, info in meta["wasm"].items()
                        if name != "empty" and not name.startswith("probe-"))
-    print(f"  Envoy {meta['envoy_version']}  {builds}{'  QUICK: smoke test' if meta['quick'] else ''}")
-    print("  +exp: file access log (JSON lines, wiring.py RECORD_FIELDS) + OTel tracer (span tags); "
-          "+otlp: OTel access logger + tracer")
+    print(f"  Envoy {meta['envoy_version']}  {builds}  counterfactual_rate {meta.get('counterfactual_rate')}"
+          f"{'  QUICK: smoke test' if meta['quick'] else ''}")
+    shapes = dict.fromkeys(v[len(v.split("+")[0]):] for v in per)
+    for shape in sorted(shapes, key=lambda x: shape_order("v" + x)):
+        print(f"  {('(no suffix)' if not shape else shape):<11} {SHAPE_TITLES[shape]}")
     cols = [(load, {"rest": "REST/call", "grpc": "gRPC/call", "stream": "stream/msg"}[load]) for load in loads]
-    head = f"  {'variant':<18}" + "".join(f" {title:>11} {'−empty':>8} {'none/v':>7}" for _, title in cols)
+    head = f"  {'variant':<18}" + "".join(f" {title:>11} {'−none':>8} {'−empty':>8} {'none/v':>7}"
+                                            for _, title in cols)
     print("\n" + head)
     print("  " + "-" * (len(head) - 2))
-    for v, by_load in per.items():
+    last_shape = None
+    for v in sorted(per, key=shape_order):
+        shape = v[len(v.split("+")[0]):]
+        if last_shape is not None and shape != last_shape:
+            print()
+        last_shape = shape
+        by_load = per[v]
         row = f"  {v:<18}"
         for load, _ in cols:
             d = diffs[v].get(load, {})
             cap = d.get("capacity_vs_none")
-            row += (f" {fmt_k(by_load.get(load)):>11} {fmt_k(d.get('over_empty'), True):>8} "
-                    f"{(f'{cap:.3f}' if cap else '—'):>7}")
+            row += (f" {fmt_k(by_load.get(load)):>11} {fmt_k(d.get('over_none'), True) if d.get('over_none') is not None else '':>8}"
+                    f" {fmt_k(d.get('over_empty'), True) if d.get('over_empty') is not None else '':>8} "
+                    f"{(f'{cap:.3f}' if cap else ''):>7}")
         print(row)
-    print("\n  −empty: over the empty filter of the same shape (the filter alone); none/v: instructions of\n"
-          "  no filter (same shape) / this variant, the throughput share left when Envoy's instructions\n"
-          "  are the bottleneck. With the exporters on, runs of the same build differ by 1-4 %\n"
+    print("\n  −none, −empty: over no filter / the empty proxy-wasm filter of the same shape; none/v:\n"
+          "  instructions of no filter (same shape) / this variant, the throughput share left when Envoy's\n"
+          "  instructions are the bottleneck. With the exporters on, runs of the same build differ by 1-4 %\n"
           "  (exports flush on timers; the real upstream's timing): decide below ≈5k by repeating.")
+    exports = export_lines(summary)
+    if exports:
+        print("\n  Where each build's price in the pipeline goes: FILTER+exp − none+exp = the filter alone\n"
+              "  (FILTER − none, exporters off) + Envoy exporting its record (the rest: the exporters cost\n"
+              "  more with the record than without it):")
+        for line in exports:
+            print(f"  {line}")
     for variant, by_load in summary.get("counterfactual_per_sampled_call", {}).items():
         names = {"rest": "REST call", "grpc": "unary gRPC call", "stream": "streamed message"}
         costs = ", ".join(f"{names[load]} {fmt_k(v, True)}" for load, v in by_load.items())
@@ -464,23 +594,80 @@ def print_report(summary: dict, loads: list[str], meta: dict) -> None:
               f"  ({variant} at counterfactual_rate 1 over wirelens{variant[len('whatif'):]} at "
               f"{summary['counterfactual_rate_of_wirelens']:g}, divided by the share it added; "
               f"rate 0 costs what the filter cost before it)")
-    if summary["targets"]:
-        print("\nTargets (issue 16):")
-        for variant, ts in summary["targets"].items():
-            for t in ts:
-                print(f"  {t['target']:<58} {fmt_target_value(t):>8}  {t['limit']:<9} "
-                      f"{'PASS' if t['pass'] else 'FAIL'}")
+    lines = target_lines(summary)
+    if lines:
+        print("\nTargets (issue 29; instructions, this run):")
+        for line in lines:
+            print(f"  {line}")
 
 
 # ------------------------------------------------------------------ main
 
+def default_variants(exporters: str, extra: list[str], native: bool, otlp: bool = False) -> list[str]:
+    """What a run measures unless --variants says: see --exporters."""
+    filters = ["wirelens", *(["native"] if native else []), *extra]
+    wanted = []
+    if exporters in ("on", "both"):
+        wanted += ["none+exp", "empty+exp", *(f + "+exp" for f in filters), "whatif+exp"]
+        wanted += ["none+exp1pct", *(f + "+exp1pct" for f in filters)]
+    if exporters in ("off", "both"):
+        wanted += ["none", *(["empty"] if exporters == "off" else []), *filters]
+    if otlp:
+        wanted += ["none+otlp", "wirelens+otlp"]
+    return wanted
+
+
+def with_counterfactual_rate(plugin_config: str, rate: float) -> str:
+    """The plugin configuration with its counterfactual_rate set (the targets are for rate 0)."""
+    return json.dumps({**json.loads(plugin_config), "counterfactual_rate": rate})
+
+
+def run_memory(args: argparse.Namespace, envoy_bin: Path, wasm_of: dict, wasm_src: dict,
+               plugin_config: str) -> dict:
+    """bench/stream_memory.py for the Wasm build and (when there) the native one, each against none+exp."""
+    print("\n==> memory: 1 GiB gRPC streams through Envoy natively (bench/stream_memory.py)", flush=True)
+    builds, infos = {}, {}
+    for name, src in (("wirelens", harness.WIRELENS_WASM), ("native", wasm_src.get("native"))):
+        if src is None:
+            continue
+        pinned = wasm_of.get(name) or harness.pin_module(src, WORK_DIR, name)
+        builds[name], infos[name] = pinned, harness.file_info(src, pinned)
+    mem = stream_memory.run(envoy_bin, builds, plugin_config, quick=args.quick, infos=infos)
+    stream_memory.print_report(mem)
+    return mem
+
+
+def memory_only(args: argparse.Namespace, envoy_bin: Path, wasm_of: dict, wasm_src: dict,
+                plugin_config: str, meta: dict) -> int:
+    """--memory-only: the memory measurement alone, merged into the results file of the last run."""
+    mem = run_memory(args, envoy_bin, wasm_of, wasm_src, plugin_config)
+    try:
+        result = json.loads(args.json.read_text())
+    except (OSError, ValueError):
+        result = {"benchmark": "filter_instructions", "meta": meta, "summary": {}, "problems": []}
+    result["memory"] = mem
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=1))
+    return 1 if mem.get("problems") else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--exporters", choices=("off", "on", "both"), default="on",
-                    help="on (default): the pipeline table (none+exp, empty+exp, wirelens+exp, "
-                         "none+otlp, wirelens+otlp; Go services upstream); off: the filter-alone table "
-                         "(none, empty, wirelens; no exporters, Envoy/direct_response upstream, no stream); both")
+    ap.add_argument("--exporters", choices=("off", "on", "both"), default="both",
+                    help="both (default): the pipeline with every call traced (none+exp, empty+exp, "
+                         "wirelens+exp, native+exp, whatif+exp), with 1 %% traced (none+exp1pct, "
+                         "wirelens+exp1pct, native+exp1pct) and the filters alone without exporters (none, "
+                         "wirelens, native); on: only the exporter shapes; off: only the filters alone "
+                         "(none, empty, wirelens, native). Every shape: the Go services upstream")
+    ap.add_argument("--otlp", action="store_true",
+                    help="also none+otlp, wirelens+otlp (the OTel access logger instead of the file)")
+    ap.add_argument("--native", type=Path, default=harness.WIRELENS_NATIVE,
+                    help="the native build, an Envoy dynamic module (default build/native/libwirelens.so; "
+                         "its variants are skipped, with a note, when it is missing)")
+    ap.add_argument("--counterfactual-rate", type=float, default=0.0,
+                    help="the counterfactual_rate every filter variant gets (default 0: the targets' "
+                         "condition; whatif+exp always 1)")
     ap.add_argument("--requests", type=int, default=2000,
                     help="REST and gRPC calls per variant, counted (default 2000)")
     ap.add_argument("--warmup", type=int, default=500,
@@ -493,21 +680,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2,
                     help="variants measured at the same time (default 2: one per core)")
     ap.add_argument("--compare", action="append", default=[], metavar="NAME=PATH",
-                    help="also measure another proxy-wasm build (NAME+exp; NAME with --exporters "
-                         "off/both), same plugin config; repeatable")
+                    help="also measure another build, a .wasm (proxy-wasm) or a .so (native dynamic "
+                         "module), in the same shapes as wirelens/native, same plugin config; repeatable")
     ap.add_argument("--plugin-config", type=Path, default=harness.OPMAP,
                     help="the filters' plugin configuration (default build/opmap.json)")
     ap.add_argument("--probes", action="store_true",
                     help=f"also the host-call probes of filters/empty ({', '.join(harness.PROBES)})")
     ap.add_argument("--variants", help="measure exactly these (comma-separated), e.g. "
-                    "none+exp,wirelens+exp,empty+otlp,mybuild+exp,wirelens: any of none, empty, "
-                    "wirelens, the --compare/--probes names, each with '', '+exp' or '+otlp'")
+                    "none+exp,wirelens+exp,empty+otlp,mybuild+exp,native: any of none, empty, "
+                    "wirelens, native, whatif, the --compare/--probes names, each with '', '+exp', "
+                    "'+exp1pct' or '+otlp'")
     ap.add_argument("--no-memory", action="store_true",
                     help="skip the 1 GiB stream memory measurement (bench/stream_memory.py)")
     ap.add_argument("--quick", action="store_true",
                     help="smoke test: 300 calls after 100 warm-up, 2 streams after 1; a 256 MiB "
                          "memory stream (numbers still exact, V8 less warm)")
     ap.add_argument("--no-build", action="store_true", help="do not (re)build filters/empty")
+    ap.add_argument("--memory-only", action="store_true",
+                    help="only the memory measurement (bench/stream_memory.py for every build), its "
+                         "results merged into the existing results file")
     ap.add_argument("--json", type=Path, default=JSON_OUT,
                     help=f"results file (default {JSON_OUT.relative_to(ROOT)})")
     args = ap.parse_args(argv)
@@ -521,6 +712,8 @@ def main(argv: list[str] | None = None) -> int:
     extra = harness.parse_compare(ap, args.compare)
     if any("+" in name for name in extra):
         ap.error("--compare: a NAME cannot contain '+'")
+    if not 0 <= args.counterfactual_rate <= 1:
+        ap.error("--counterfactual-rate: a number in [0, 1]")
 
     benchlib.require_tools({"valgrind": "valgrind", "callgrind_control": "valgrind",
                             "h2load": "nghttp2-client", "nghttp": "nghttp2-client"})
@@ -535,35 +728,30 @@ def main(argv: list[str] | None = None) -> int:
     envoy_bin = harness.find_envoy()
     WORK_DIR.mkdir(parents=True, exist_ok=True)
 
+    native_note = None
+    if not args.native.is_file():
+        native_note = (f"native not measured: {harness._shown(args.native)} is missing (`make native`, "
+                       f"filters/native)")
     wasm_src: dict[str, Path | None] = {"none": None, "empty": harness.EMPTY_WASM,
-                                        "wirelens": harness.WIRELENS_WASM, "whatif": harness.WIRELENS_WASM, **extra}
+                                        "wirelens": harness.WIRELENS_WASM, "whatif": harness.WIRELENS_WASM,
+                                        **({} if native_note else {"native": args.native.resolve()}), **extra}
     if args.variants:
         wanted = [v for v in args.variants.split(",") if v]
     else:
-        filters = ["wirelens", *extra]
-        wanted = []
-        if args.exporters in ("off", "both"):
-            wanted += ["none", "empty", *filters]
-        if args.exporters in ("on", "both"):
-            wanted += ["none+exp", "empty+exp", *(f + "+exp" for f in filters), "whatif+exp", "none+otlp",
-                       "wirelens+otlp"]
+        wanted = default_variants(args.exporters, list(extra), native=native_note is None, otlp=args.otlp)
     parsed = []
     for v in wanted:
         base, shape = v.split("+")[0], v[len(v.split("+")[0]):]
         if base not in wasm_src or shape not in SHAPES:
-            ap.error(f"--variants: unknown {v!r} (bases {', '.join(wasm_src)}; shapes '', +exp, +otlp)")
+            ap.error(f"--variants: unknown {v!r} (bases {', '.join(wasm_src)}; shapes '', +exp, +exp1pct, "
+                     f"+otlp){'; ' + native_note if base == 'native' and native_note else ''}")
         parsed.append((v, base, shape))
-    # Pinned copies: what was measured stays known even if `make filter` replaces the build.
+    # Pinned copies: what was measured stays known even if `make filter` / `make native` replaces the build.
     wasm_of: dict[str, Path | None] = {}
     for base in dict.fromkeys(b for _, b, _ in parsed):
-        if wasm_src[base] is None:
-            wasm_of[base] = None
-        else:
-            wasm_of[base] = WORK_DIR / f"{base}.wasm"
-            shutil.copyfile(wasm_src[base], wasm_of[base])
+        wasm_of[base] = None if wasm_src[base] is None else harness.pin_module(wasm_src[base], WORK_DIR, base)
 
-    plugin_config = args.plugin_config.read_text()
-    json.loads(plugin_config)
+    plugin_config = with_counterfactual_rate(args.plugin_config.read_text(), args.counterfactual_rate)
     files = {"rest": WORK_DIR / "rest_request.json", "grpc": WORK_DIR / "grpc_request.bin",
              "stream": WORK_DIR / "stream_request.bin"}
     files["rest"].write_bytes(harness.REST_REQUEST)
@@ -589,7 +777,13 @@ def main(argv: list[str] | None = None) -> int:
         "stream_frame_bytes": len(STREAM_FRAME), "loads": args.loads, "quick": args.quick,
         "exporters": args.exporters, "variants": [m.variant for m in measured], "jobs": args.jobs,
         "record_fields": [name for name, _, _ in wiring.RECORD_FIELDS],
+        "counterfactual_rate": args.counterfactual_rate,
+        "native_note": native_note,
     }
+    if args.memory_only:
+        return memory_only(args, envoy_bin, wasm_of, wasm_src, plugin_config, meta)
+    if native_note:
+        print(f"==> {native_note}", flush=True)
 
     lock = threading.Lock()
     t_begin = time.monotonic()
@@ -643,13 +837,7 @@ def main(argv: list[str] | None = None) -> int:
     print_report(summary, args.loads, meta)
 
     if not args.no_memory and args.exporters != "off":
-        print("\n==> memory: one gRPC stream through Envoy natively (bench/stream_memory.py)", flush=True)
-        wirelens = wasm_of.get("wirelens")
-        if wirelens is None:
-            wirelens = WORK_DIR / "wirelens.wasm"
-            shutil.copyfile(harness.WIRELENS_WASM, wirelens)
-        mem = stream_memory.run(envoy_bin, wirelens, plugin_config, quick=args.quick,
-                                wasm_info=harness.file_info(harness.WIRELENS_WASM, wirelens))
+        mem = run_memory(args, envoy_bin, wasm_of, wasm_src, plugin_config)
         result["memory"] = mem
         problems += [f"memory: {p}" for p in mem.get("problems", [])]
         result["problems"] = problems

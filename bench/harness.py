@@ -8,6 +8,10 @@ bench/stream_memory.py share. A leaf module: it imports no benchmark command.
     processes       Envoy and the Go services, started and stopped by pid
     checks, loads   one checked call of each kind; wrk and h2load command lines, parsed
     builds          the empty filter and its host-call probes; facts about a build
+
+A filter build is a path: a `.wasm` runs as the proxy-wasm filter (V8), a `.so`
+as the native Envoy dynamic module (filters/native), both with the same plugin
+configuration and the same record (filter state `wasm.wirelens.record`).
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ from wirelens_helpers import supervise
 BUILD = ROOT / "build"
 OUT_DIR = BUILD / "bench"
 WIRELENS_WASM = BUILD / "wirelens_filter.wasm"
+# The native build (filters/native, `make native`): an Envoy dynamic module, loaded by its path
+# (envoy/wiring.py's native_filter: module.local.filename).
+WIRELENS_NATIVE = BUILD / "native" / "libwirelens.so"
 EMPTY_WASM = BUILD / "wirelens_empty_filter.wasm"
 # The Makefile's WASM_TARGET: both modules, so the comparison is like for like.
 WASM_TARGET = "wasm32-unknown-unknown"
@@ -44,7 +51,7 @@ EMPTY_CRATE = ROOT / "filters" / "empty"
 PROBES = ("clock", "map-pairs", "map-size", "map-value", "body", "property")
 OPMAP = BUILD / "opmap.json"
 BIN = ROOT / "bin"
-VARIANTS = ("none", "empty", "wirelens")
+VARIANTS = ("none", "empty", "wirelens", "native", "whatif")
 
 # ------------------------------------------------------------------ the calls
 
@@ -161,16 +168,43 @@ def plugin_configuration(plugin_config: str) -> str:
     return wiring.plugin_configuration(json.loads(plugin_config))
 
 
-def http_filters(wasm: Path | None, plugin_config: str) -> list:
-    """[the wirelens filter ->] grpc_web -> router, as envoy/envoy.yaml.tmpl; `wasm` None: no wasm filter."""
-    wasm_filters = [wiring.wasm_filter(plugin_configuration(plugin_config), wasm)] if wasm else []
-    return [*wasm_filters, GRPC_WEB, ROUTER]
+def is_native(module: Path | None) -> bool:
+    """A native Envoy dynamic module (`.so`), not a proxy-wasm module."""
+    return module is not None and Path(module).suffix == ".so"
 
 
-def exporters(sink: str, log_path: Path | None, plugin_config: str) -> dict:
-    """The HCM's tracer and access log exactly as shipped (envoy/wiring.py): sink "file" or "otlp"."""
+def pin_module(src: Path, work_dir: Path, name: str) -> Path:
+    """A copy of a filter build that Envoy loads, so what was measured stays known if the build is replaced.
+
+    A .wasm becomes work_dir/NAME.wasm; a .so work_dir/native-NAME/libwirelens.so (its usual name)."""
+    if is_native(src):
+        out = work_dir / f"native-{name}" / "libwirelens.so"
+    else:
+        out = work_dir / f"{name}.wasm"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, out)
+    return out
+
+
+def http_filters(module: Path | None, plugin_config: str) -> list:
+    """[the wirelens filter ->] grpc_web -> router, as envoy/envoy.yaml.tmpl; `module` None: no filter.
+
+    A `.so` is the native build (Envoy's dynamic-module filter), anything else the proxy-wasm one."""
+    if module is None:
+        first = []
+    elif is_native(module):
+        first = [wiring.native_filter(plugin_configuration(plugin_config), Path(module).resolve())]
+    else:
+        first = [wiring.wasm_filter(plugin_configuration(plugin_config), module)]
+    return [*first, GRPC_WEB, ROUTER]
+
+
+def exporters(sink: str, log_path: Path | None, plugin_config: str, tracing_percent: float = 100) -> dict:
+    """The HCM's tracer and access log exactly as shipped (envoy/wiring.py): sink "file" or "otlp".
+
+    tracing_percent: the share of calls traced (100 as the local stack runs; a busy mesh samples 1)."""
     return {
-        "tracing": wiring.tracing(),
+        "tracing": wiring.tracing() if tracing_percent == 100 else wiring.tracing(sampling=tracing_percent),
         "access_log": [wiring.access_logger(sink, None if log_path is None else str(log_path),
                                             recorded_only=wiring.sampled(json.loads(plugin_config)))],
     }
@@ -276,15 +310,17 @@ def measured_config(wasm: Path | None, plugin_config: str, exporters_on: bool, u
                           exporters("otlp", None, plugin_config) if exporters_on else None)
 
 
-def pipeline_config(wasm: Path | None, plugin_config: str, sink: str, port: int, admin_port: int,
+def pipeline_config(wasm: Path | None, plugin_config: str, sink: str | None, port: int, admin_port: int,
                     rest_port: int, grpc_port: int, otlp_port: int, log_path: Path | None,
-                    node_id: str) -> dict:
-    """The production ingress listener with its exporters as shipped (sink "file" or "otlp").
+                    node_id: str, tracing_percent: float = 100) -> dict:
+    """The production ingress listener with its exporters as shipped (sink "file" or "otlp"; None: none).
 
     Like envoy/envoy.yaml.tmpl: codec AUTO, generate_request_id after removing a
-    client's x-request-id, tracing (OpenTelemetry, every call, the record's span
-    tags), the access log, [wasm filter] -> grpc_web -> router; /wirelens.* to
-    grpc_service, the rest to rest_service (the Go services), OTLP to otel_collector.
+    client's x-request-id, tracing (OpenTelemetry, every call or tracing_percent
+    of them, the record's span tags), the access log, [wirelens filter: wasm, or
+    native for a .so] -> grpc_web -> router; /wirelens.* to grpc_service, the rest
+    to rest_service (the Go services), OTLP to otel_collector. Sink None: the same
+    listener and upstreams without tracer and access log (the filter alone).
     """
     routes = [{"match": {"prefix": "/wirelens."}, "route": {"cluster": "grpc_service", "timeout": "0s"}},
               {"match": {"prefix": "/"}, "route": {"cluster": "rest_service"}}]
@@ -297,7 +333,7 @@ def pipeline_config(wasm: Path | None, plugin_config: str, sink: str, port: int,
         wiring.otlp_cluster(wiring.OTEL_COLLECTOR_CLUSTER, "127.0.0.1", otlp_port),
     )]
     return ingress_config(node_id, port, admin_port, http_filters(wasm, plugin_config), routes, clusters,
-                          exporters(sink, log_path, plugin_config))
+                          None if sink is None else exporters(sink, log_path, plugin_config, tracing_percent))
 
 
 def upstream_config(front_port: int, admin_port: int) -> dict:
@@ -359,6 +395,7 @@ class Envoy:
     work_dir: Path = OUT_DIR
     wrapper: tuple[str, ...] = ()
     extra_args: tuple[str, ...] = ()  # more Envoy options (e.g. --file-flush-interval-msec)
+    env: dict[str, str] | None = None  # its whole environment; None: ours
     process: supervise.Supervised | None = None  # proc is its Popen
 
     def start(self, envoy_bin: Path) -> None:
@@ -371,7 +408,7 @@ class Envoy:
             [*self.wrapper, str(envoy_bin), "-c", str(config_path), "--concurrency", str(self.concurrency),
              "--disable-hot-restart", "-l", "warning", "--service-node", self.config["node"]["id"],
              "--service-cluster", "wirelens-bench", *self.extra_args],
-            self.log_path, new_session=False)
+            self.log_path, env=self.env, new_session=False)
         self.proc = self.process.start()
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
@@ -399,7 +436,8 @@ class Envoy:
                 self.log_offset = f.tell()
         except OSError:
             return []
-        bad = re.compile(r"panicked|wasm.*(fail|error|crash)|\[(error|critical)\]", re.I)
+        bad = re.compile(r"panicked|wasm.*(fail|error|crash)|dynamic.module.*(fail|error)|\[(error|critical)\]",
+                         re.I)
         return [line for line in text.splitlines() if bad.search(line)][:5]
 
     def stats(self, pattern: str) -> dict[str, int]:

@@ -57,30 +57,38 @@ def filter_cost_summary(data: dict) -> list[str]:
 
 
 def filter_instructions_summary(data: dict) -> list[str]:
-    """The pipeline table (instructions per call / per streamed message) and the targets' verdicts."""
+    """The pipeline table (instructions per call / per streamed message), where the price goes, the verdicts."""
+    from bench import filter_instructions, stream_memory  # noqa: PLC0415  (their report lines, as they print them)
+
     meta, per, diffs = data["meta"], data["summary"]["per_call"], data["summary"]["differences"]
-    wirelens = meta["wasm"].get("wirelens", {}).get("sha256", "not measured")
+    builds = ", ".join(f"{name} {info['sha256']}" for name, info in meta["wasm"].items()
+                       if name != "empty" and not name.startswith("probe-")) or "no filter build"
     lines = [f"callgrind, {meta['requests']} calls per load, {meta.get('streams', 0)} streams of "
-             f"{meta.get('stream_messages', 0)} messages, wirelens.wasm {wirelens}"
+             f"{meta.get('stream_messages', 0)} messages, {builds}"
              f"{' (QUICK)' if meta.get('quick') else ''}"]
+    if meta.get("native_note"):
+        lines.append(f"! {meta['native_note']}")
     units = {"rest": "REST/call", "grpc": "gRPC/call", "stream": "stream/msg"}
-    for variant, by_load in per.items():
+    for variant in sorted(per, key=filter_instructions.shape_order):
         cells = []
-        for load, v in by_load.items():
-            over = diffs.get(variant, {}).get(load, {}).get("over_empty")
+        for load, v in per[variant].items():
+            d = diffs.get(variant, {}).get(load, {})
+            over = d.get("over_empty") if d.get("over_empty") is not None else d.get("over_none")
+            what = "empty" if d.get("over_empty") is not None else "none"
             cells.append(f"{units.get(load, load)} {v / 1000:.1f}k"
-                         + (f" ({over / 1000:+.1f}k over empty)" if over is not None else ""))
+                         + (f" ({over / 1000:+.1f}k over {what})" if over is not None else ""))
         lines.append(f"{variant:<16} " + ", ".join(cells))
-    for variant, targets in data["summary"].get("targets", {}).items():
-        for t in targets:
-            value = f"{t['value']:.3f}" if isinstance(t["value"], float) else f"{t['value'] / 1000:+.1f}k"
-            lines.append(f"  {t['target']:<56} {value:>8} {t['limit']:<9} {'PASS' if t['pass'] else 'FAIL'}")
+    exports = filter_instructions.export_lines(data["summary"])
+    if exports:
+        lines.append("price in the pipeline = the filter alone + Envoy exporting its record:")
+        lines += [f"  {line}" for line in exports]
+    lines += [f"  {line}" for line in filter_instructions.target_lines(data["summary"])]
     mem = data.get("memory")
-    if mem and "extra_growth_kib" in mem:
-        label = (f"memory: {mem['stream_bytes'] / (1 << 30):.2f} GiB stream, RSS growth "
-                 "wirelens+exp - none+exp")
-        lines.append(f"  {label:<56} {mem['extra_growth_kib']:>+6,} KiB <= 1,024 KiB "
-                     f"{'PASS' if mem['pass'] else 'FAIL'}")
+    if mem:
+        if "verdicts" not in mem and "extra_growth_kib" in mem:  # a results file from before issue 29
+            mem = {**mem, "verdicts": {"wirelens": {"extra_growth_kib": mem["extra_growth_kib"],
+                                                    "pass": mem["pass"]}}}
+        lines += [f"  {line}" for line in stream_memory.verdict_lines(mem)]
     if data.get("problems"):
         lines.append(f"! {len(data['problems'])} problem(s): {data['problems'][0][:100]}")
     return lines

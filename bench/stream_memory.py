@@ -1,13 +1,13 @@
 """Does a 1 GiB gRPC stream through wirelens grow Envoy's memory? (part of `make bench-instructions`)
 
-Target (issue 16): one 1 GiB gRPC stream through the filter grows Envoy's
-RSS by at most 1 MiB more than the same stream through the same Envoy
-without the filter.
+Target (issues 16 and 29): one 1 GiB gRPC stream through the filter grows
+Envoy's RSS by at most 1 MiB more than the same stream through the same Envoy
+without the filter, for each build: the Wasm filter and the native module.
 
 Envoy runs natively (not under callgrind), in the pipeline shape of
 filter_instructions.py (exporters on: file access log + OTel tracer, from
 envoy/wiring.py; bench/harness.py builds it), one variant after the other, each a fresh Envoy:
-none+exp and wirelens+exp. Upstream: bin/grpc-server. After a warm-up (a
+none+exp, wirelens+exp and (when built) native+exp. Upstream: bin/grpc-server. After a warm-up (a
 1,000-message stream and 200 unary calls), the script sends three
 /wirelens.v1.Echo/BiStream calls with h2load, one after the other, each
 carrying 1 GiB of EchoRequest messages (64 KiB each; the server echoes every
@@ -16,8 +16,8 @@ one, so 1 GiB goes each way), while it samples /proc/<pid>/status VmRSS every
 (cold) stream also raises the allocator's high-water mark of Envoy's transit
 buffers (tens of MiB, varying by MiBs between runs); the two warm ones reuse
 it, so they show what one stream leaves behind or holds. A leak grows every
-stream; the allocator's noise (up to ~3 MiB) not every one. The verdict:
-wirelens' smaller warm growth minus none's, PASS when at most 1 MiB.
+stream; the allocator's noise (up to ~3 MiB) not every one. The verdict, per
+build: its smaller warm growth minus none's, PASS when at most 1 MiB.
 
 The 1 GiB request file goes to build/bench/stream_memory/ and is deleted
 afterwards. Every step is bounded (Envoy start 60 s, the stream 600 s).
@@ -48,7 +48,7 @@ MESSAGE_CONTENT_BYTES = 64 * 1024 - 9    # an EchoRequest frame of exactly 64 Ki
 TARGET_EXTRA_KIB = 1024                  # wirelens' growth minus none's, at most 1 MiB
 SAMPLE_S = 0.05
 STREAM_TIMEOUT_S = 600.0
-VARIANTS = ("none+exp", "wirelens+exp")
+BASELINE = "none+exp"
 # Three streams per Envoy: the first (cold) also raises the allocator's high-water
 # mark of Envoy's transit buffers, by an amount that varies by several MiB from
 # run to run; the next two (warm) reuse it, so what they add is what a stream
@@ -164,15 +164,33 @@ def measure(variant: str, envoy_bin: Path, wasm: Path | None, plugin_config: str
         env.stop()
 
 
-def run(envoy_bin: Path, wirelens_wasm: Path, plugin_config: str, quick: bool = False,
-        total_bytes: int | None = None, wasm_info: dict | None = None) -> dict:
-    """Both variants, one stream each; the result dict (problems listed, never raised)."""
+def verdicts(variants: dict, target_kib: int = TARGET_EXTRA_KIB) -> dict:
+    """Per build measured (NAME+exp): its smaller warm growth minus none+exp's, and PASS/FAIL."""
+    out = {}
+    none = variants.get(BASELINE)
+    if not none:
+        return out
+    for variant, rec in variants.items():
+        if variant == BASELINE:
+            continue
+        extra = rec["growth_kib"] - none["growth_kib"]
+        out[variant.split("+")[0]] = {
+            "extra_growth_kib": extra, "pass": extra <= target_kib,
+            "cold_extra_kib": rec["cold"]["growth_kib"] - none["cold"]["growth_kib"],
+            "total_extra_kib": rec["total_growth_kib"] - none["total_growth_kib"]}
+    return out
+
+
+def run(envoy_bin: Path, builds: dict[str, Path], plugin_config: str, quick: bool = False,
+        total_bytes: int | None = None, infos: dict | None = None) -> dict:
+    """none+exp, then each build (name -> pinned .wasm or .so) as NAME+exp; the result dict (problems
+    listed, never raised)."""
     WORK_DIR.mkdir(parents=True, exist_ok=True)
     total = total_bytes or (GIB // 4 if quick else GIB)
     out: dict = {"benchmark": "stream_memory", "date": _dt.datetime.now().isoformat(timespec="seconds"),
                  "stream_bytes": total, "message_bytes": MESSAGE_CONTENT_BYTES + 9,
                  "sample_ms": SAMPLE_S * 1000, "target_extra_kib": TARGET_EXTRA_KIB, "quick": quick,
-                 "wasm": wasm_info, "variants": {}, "problems": []}
+                 "builds": infos or {}, "variants": {}, "problems": []}
     big = WORK_DIR / "stream_request.bin"
     small = WORK_DIR / "small_stream.bin"
     grpc_body = WORK_DIR / "grpc_request.bin"
@@ -193,9 +211,8 @@ def run(envoy_bin: Path, wirelens_wasm: Path, plugin_config: str, quick: bool = 
         upstream.start(envoy_bin)
         upstream.wait_ready()
         services.start()
-        for variant in VARIANTS:
-            wasm = None if variant.startswith("none") else wirelens_wasm
-            rec = measure(variant, envoy_bin, wasm, plugin_config, ports, big, messages, small, grpc_body)
+        for variant, module in ((BASELINE, None), *((f"{name}+exp", path) for name, path in builds.items())):
+            rec = measure(variant, envoy_bin, module, plugin_config, ports, big, messages, small, grpc_body)
             out["variants"][variant] = rec
             if not services.alive():
                 raise harness.Broken("a Go service died")
@@ -207,13 +224,23 @@ def run(envoy_bin: Path, wirelens_wasm: Path, plugin_config: str, quick: bool = 
         big.unlink(missing_ok=True)
         for log in WORK_DIR.glob("access-*.jsonl"):
             log.unlink()
-    v = out["variants"]
-    if all(x in v for x in VARIANTS):
-        extra = v["wirelens+exp"]["growth_kib"] - v["none+exp"]["growth_kib"]
-        out["extra_growth_kib"] = extra
-        out["pass"] = extra <= TARGET_EXTRA_KIB
+    out["verdicts"] = verdicts(out["variants"])
+    if "wirelens" in out["verdicts"]:  # as before issue 29 (the Wasm build's), for readers of older files
+        out["extra_growth_kib"] = out["verdicts"]["wirelens"]["extra_growth_kib"]
+        out["pass"] = out["verdicts"]["wirelens"]["pass"]
     out["elapsed_s"] = round(time.monotonic() - t0, 1)
     return out
+
+
+def verdict_lines(mem: dict) -> list[str]:
+    """One line per build: the memory verdict (also what `make bench`'s summary repeats)."""
+    lines = []
+    gib = mem["stream_bytes"] / GIB
+    for name, v in mem.get("verdicts", {}).items():
+        label = f"memory: {gib:.2f} GiB stream, {name}+exp - none+exp, warm growth"
+        lines.append(f"{label:<72} {v['extra_growth_kib']:>+8,} KiB <= 1,024 KiB "
+                     f"{'PASS' if v['pass'] else 'FAIL'}")
+    return lines
 
 
 def print_report(mem: dict) -> None:
@@ -227,13 +254,9 @@ def print_report(mem: dict) -> None:
         warm = "  ".join(f"{w['growth_kib']:+7,} KiB ({w['stream_s']:.1f} s)" for w in r["warm"])
         print(f"  {name:<14} pre-stream {r['rss_before_kib'] / 1024:6.1f} MiB   cold {r['cold']['growth_kib']:+8,} KiB "
               f"({r['cold']['stream_s']:.1f} s)   warm {warm}   after {r['warm'][-1]['rss_after_kib'] / 1024:6.1f} MiB")
-    if "extra_growth_kib" in mem:
-        v = mem["variants"]
-        cold = v["wirelens+exp"]["cold"]["growth_kib"] - v["none+exp"]["cold"]["growth_kib"]
-        print(f"  {'memory: wirelens+exp - none+exp, warm stream growth':<58} "
-              f"{mem['extra_growth_kib']:+,} KiB <= 1,024 KiB  {'PASS' if mem['pass'] else 'FAIL'}"
-              f"   (cold: {cold:+,} KiB; all {len(STREAM_RUNS)} streams: "
-              f"{v['wirelens+exp']['total_growth_kib'] - v['none+exp']['total_growth_kib']:+,} KiB)")
+    for line, (name, v) in zip(verdict_lines(mem), mem.get("verdicts", {}).items()):
+        print(f"  {line}   (cold: {v['cold_extra_kib']:+,} KiB; all {len(STREAM_RUNS)} streams: "
+              f"{v['total_extra_kib']:+,} KiB)")
     for p in mem.get("problems", []):
         print(f"  ! {p[:300]}")
 
@@ -242,16 +265,24 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="a 256 MiB stream instead of 1 GiB")
     ap.add_argument("--mib", type=int, help="stream size in MiB (default 1024)")
-    ap.add_argument("--wasm", type=Path, default=harness.WIRELENS_WASM, help="the filter build")
+    ap.add_argument("--wasm", type=Path, default=harness.WIRELENS_WASM, help="the Wasm build")
+    ap.add_argument("--native", type=Path, default=harness.WIRELENS_NATIVE,
+                    help="the native build (skipped when missing; --native '' to skip)")
     ap.add_argument("--plugin-config", type=Path, default=harness.OPMAP)
     ap.add_argument("--json", type=Path, default=JSON_OUT)
     args = ap.parse_args(argv)
     benchlib.require_tools({"h2load": "nghttp2-client", "nghttp": "nghttp2-client"})
     WORK_DIR.mkdir(parents=True, exist_ok=True)
-    pinned = WORK_DIR / "wirelens.wasm"
-    shutil.copyfile(args.wasm, pinned)
-    mem = run(harness.find_envoy(), pinned, args.plugin_config.read_text(), quick=args.quick,
-              total_bytes=args.mib << 20 if args.mib else None, wasm_info=harness.file_info(args.wasm, pinned))
+    builds, infos = {}, {}
+    for name, src in (("wirelens", args.wasm), ("native", args.native)):
+        if str(src) in ("", ".") or not src.is_file():
+            if name == "native" and str(src) not in ("", "."):
+                print(f"native not measured: {src} is missing (`make native`)")
+            continue
+        builds[name] = harness.pin_module(src, WORK_DIR, name)
+        infos[name] = harness.file_info(src, builds[name])
+    mem = run(harness.find_envoy(), builds, args.plugin_config.read_text(), quick=args.quick,
+              total_bytes=args.mib << 20 if args.mib else None, infos=infos)
     args.json.write_text(json.dumps(mem, indent=1))
     print_report(mem)
     return 1 if mem["problems"] else 0
