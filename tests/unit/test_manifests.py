@@ -353,3 +353,44 @@ def test_istio_wasm_plugin_carries_the_counterfactual_settings(tmp_path):
                             capture_output=True, text=True)
     assert result.returncode == 2 and "--counterfactual-rate='-0.1': expected a number in [0, 1]" in result.stderr
     assert not (tmp_path / "bad").exists()
+
+
+def test_envoy_gateway_native_build_set_commands_keep_the_dynamic_module(tmp_path):
+    """WIRELENS_FILTER_MODULE=native: the policy's dynamicModule carries the settings, the EnvoyProxy registers
+    a content-addressed copy of the .so (no wasm server), and the set commands keep the native build."""
+    from deploy.envoy_gateway import gateway
+    from deploy.envoy_gateway import manifests
+    from envoy import wiring
+
+    if not (OPMAP.exists() and wiring.MODULE_FILES["native"].exists()):
+        pytest.skip("build/opmap.json or the native filter is not built (make proto native)")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("WIRELENS_")}
+    settings = gateway.load_settings({**environ, "WIRELENS_GATEWAY_STATE_DIR": str(tmp_path / "state"),
+                                      "WIRELENS_FILTER_MODULE": "native"})
+    inputs = gateway.inputs(settings)
+    assert gateway.native(settings) and inputs.module == "native"
+    placed = Path(inputs.native_path)
+    assert placed.parent == tmp_path / "state" / "native" and placed.name.startswith("libwirelens-")
+    assert [c.name for c in gateway.COMPONENTS if c.enabled(settings)] == ["envoy-gateway"]
+    inputs.envoy_certs.mkdir(parents=True)
+    for name in ("tls.crt", "tls.key", "ca.crt"):
+        (inputs.envoy_certs / name).write_text(f"fixed {name}\n")
+    files = manifests.render_files(inputs)
+    (proxy,) = files["envoyproxy.yaml"]
+    assert proxy["spec"]["dynamicModules"] == [{"name": "wirelens", "source": {"type": "Local",
+                                                                               "local": {"path": str(placed)}}}]
+    assert {entry["name"] for entry in proxy["spec"]["filterOrder"]} == {"envoy.filters.http.dynamic_modules"}
+    assert "envoy.filters.http.wasm" in [entry["before"] for entry in proxy["spec"]["filterOrder"]]
+    patches = files["standalone.yaml"][1]["spec"]["jsonPatches"]
+    assert manifests.WASM_CLUSTER not in [patch["name"] for patch in patches]
+    gateway.set_sample_rate(settings, 0.1)
+    gateway.set_counterfactual_rate(settings, 0)
+    assert gateway.policy_settings(settings) == {"sample_rate": 0.1, "counterfactual_rate": 0,
+                                                 "counterfactual_max_bytes": 1 << 20}
+    (policy,) = yaml.safe_load_all(gateway.policy_path(settings).read_text())
+    assert "wasm" not in policy["spec"]
+    (module,) = policy["spec"]["dynamicModule"]
+    assert (module["name"], module["filterName"]) == ("wirelens", "wirelens")
+    assert module["config"]["operations"] == json.loads(OPMAP.read_text())["operations"]
+    with pytest.raises(ValueError, match="absolute path"):
+        manifests.envoy_proxy(manifests.Inputs(**{**vars(inputs), "native_path": "libwirelens.so"}))

@@ -85,3 +85,10 @@ def test_a_template_block_of_an_unknown_module_or_unclosed_is_an_error():
         render.select_module("#@ module native\nb\n", "wasm")
     with pytest.raises(ValueError, match="module='lua'"):
         render.render(stack.load_settings({}), render.Path("/f"), "{}", render.Path("/d"), module="lua")
+
+
+def test_the_local_stack_picks_the_build_by_a_checked_setting(tmp_path):
+    assert stack.load_settings({})["WIRELENS_FILTER_MODULE"] == "wasm"
+    assert stack.load_settings({"WIRELENS_FILTER_MODULE": "native"})["WIRELENS_FILTER_MODULE"] == "native"
+    with pytest.raises(stack.StackError, match="WIRELENS_FILTER_MODULE='rust': expected one of wasm, native"):
+        stack.load_settings({"WIRELENS_FILTER_MODULE": "rust"})
