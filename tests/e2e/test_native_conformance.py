@@ -35,7 +35,7 @@ import pytest
 
 from deploy.local import stack
 from envoy import wiring
-from wirelens_helpers import supervise
+from tests.e2e import bare_envoy
 from wirelens_helpers.ports import free_ports
 from wirelens_helpers.wait import wait_for
 
@@ -71,30 +71,9 @@ def frame(message: bytes) -> bytes:
 
 
 def envoy_config(module, port: int, admin: int, upstream: int, access_log, configuration: str) -> dict:
-    hcm = {
-        "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
-        "stat_prefix": "conformance",
-        "codec_type": "AUTO",
-        "access_log": [{"name": "envoy.access_loggers.file", "typed_config": {
-            "@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog",
-            "path": str(access_log), "log_format": {"json_format": LOG_FORMAT}}}],
-        "http_filters": [wiring.native_filter(configuration, module),
-                         {"name": "envoy.filters.http.router", "typed_config": {
-                             "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}],
-        "route_config": {"virtual_hosts": [{"name": "all", "domains": ["*"], "routes": [
-            {"match": {"prefix": "/"}, "route": {"cluster": "upstream"}}]}]},
-    }
-    address = lambda p: {"socket_address": {"address": "127.0.0.1", "port_value": p}}  # noqa: E731
-    return {
-        "admin": {"address": address(admin)},
-        "static_resources": {
-            "listeners": [{"name": "main", "address": address(port), "filter_chains": [{"filters": [
-                {"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]}]}],
-            "clusters": [{"name": "upstream", "type": "STATIC", "typed_extension_protocol_options": wiring.http2_upstream(),
-                          "load_assignment": {"cluster_name": "upstream", "endpoints": [
-                              {"lb_endpoints": [{"endpoint": {"address": address(upstream)}}]}]}}],
-        },
-    }
+    return bare_envoy.config(port=port, admin=admin, http_filter=wiring.native_filter(configuration, module),
+                             routes=[("/", "upstream")], clusters={"upstream": (upstream, True)},
+                             access_log=access_log, log_format=LOG_FORMAT)
 
 
 def echo(request: bytes, context) -> bytes:
@@ -117,15 +96,11 @@ def conformance_run(tmp_path_factory):
     server.add_insecure_port(f"127.0.0.1:{upstream}")
     server.start()
     configuration = wiring.plugin_configuration({"operations": [], "counterfactual_rate": 0})
-    (tmp / "envoy.yaml").write_text(json.dumps(envoy_config(PROBE, port, admin, upstream, tmp / "access.log",
-                                                            configuration)))
-    envoy = supervise.Supervised("Envoy with the conformance build", [
-        envoy_binary(), "-c", str(tmp / "envoy.yaml"), "--concurrency", "1", "--disable-hot-restart",
-        "--log-level", "warn"], tmp / "envoy.log", new_session=False)
+    envoy = None
     try:
-        envoy.start()
-        envoy.wait_ready(supervise.http_ok(f"http://127.0.0.1:{admin}/ready", "LIVE"), timeout_s=DEADLINE_S,
-                         error=AssertionError)
+        envoy = bare_envoy.start("Envoy with the conformance build",
+                                 envoy_config(PROBE, port, admin, upstream, tmp / "access.log", configuration),
+                                 tmp, envoy_binary())
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             reply, call = channel.unary_unary(METHOD).with_call(REQUEST, metadata=CLIENT_METADATA,
                                                                 timeout=DEADLINE_S)
@@ -139,7 +114,8 @@ def conformance_run(tmp_path_factory):
         assert entry["report"] not in ("-", None), f"no conformance report: {entry}"
         yield entry, json.loads(entry["report"]), envoy
     finally:
-        envoy.stop(grace_s=DEADLINE_S)
+        if envoy:
+            envoy.stop(grace_s=DEADLINE_S)
         server.stop(grace=None)
 
 
@@ -234,8 +210,7 @@ def test_log_reaches_envoy_and_a_bad_config_names_the_field(tmp_path):
     bad = wiring.plugin_configuration({"operations": [], "sample_rate": 2})
     (tmp_path / "envoy.yaml").write_text(json.dumps(envoy_config(NATIVE, port, admin, upstream,
                                                                  tmp_path / "access.log", bad)))
-    done = subprocess.run([envoy_binary(), "-c", str(tmp_path / "envoy.yaml"), "--concurrency", "1",
-                           "--disable-hot-restart", "--log-level", "warn"],
+    done = subprocess.run(bare_envoy.argv(tmp_path / "envoy.yaml", envoy_binary()),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     log = done.stdout + done.stderr

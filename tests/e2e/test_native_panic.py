@@ -25,6 +25,8 @@ import grpc
 import pytest
 
 from deploy.local import stack
+from envoy import wiring
+from tests.e2e import bare_envoy
 from wirelens_helpers import supervise
 from wirelens_helpers.ports import free_ports
 from wirelens_helpers.wait import wait_for
@@ -40,56 +42,7 @@ PASSES = {"rest": set(HOOKS) - {"response_trailers"}, "grpc": set(HOOKS)}
 SAY_HELLO = "/wirelens.v1.Hello/SayHello"
 HELLO_REQUEST, HELLO_REPLY = b"\x0a\x06native", b"\x0a\x0dHello, native"
 
-ENVOY_YAML = """
-admin: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {admin}}}}}}}
-static_resources:
-  listeners:
-  - name: main
-    address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: ingress
-          codec_type: AUTO
-          access_log:
-          - name: envoy.access_loggers.file
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog
-              path: {access_log}
-              log_format:
-                json_format:
-                  case: "%REQ(x-wirelens-case)%"
-                  record: "%FILTER_STATE(wasm.wirelens.record:PLAIN)%"
-          http_filters:
-          - name: wirelens
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter
-              dynamic_module_config: {{name: wirelens, module: {{local: {{filename: {module}}}}}}}
-              filter_name: wirelens
-              filter_config: {{"@type": type.googleapis.com/google.protobuf.StringValue, value: '{config}'}}
-          - name: envoy.filters.http.router
-            typed_config: {{"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}
-          route_config:
-            virtual_hosts:
-            - name: all
-              domains: ["*"]
-              routes:
-              - {{match: {{prefix: "/wirelens.v1."}}, route: {{cluster: grpc}}}}
-              - {{match: {{prefix: "/"}}, route: {{cluster: rest}}}}
-  clusters:
-  - name: rest
-    type: STATIC
-    load_assignment: {{cluster_name: rest, endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {rest}}}}}}}}}]}}]}}
-  - name: grpc
-    type: STATIC
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {{http2_protocol_options: {{}}}}
-    load_assignment: {{cluster_name: grpc, endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {grpc}}}}}}}}}]}}]}}
-"""
+LOG_FORMAT = {"case": "%REQ(x-wirelens-case)%", "record": "%FILTER_STATE(wasm.wirelens.record:PLAIN)%"}
 
 
 @pytest.fixture(scope="module")
@@ -100,23 +53,19 @@ def envoy_with_probe(tmp_path_factory):
     port, admin, rest, grpc_port = free_ports(4)
     config = json.dumps(json.loads((stack.ROOT / "build" / "opmap.json").read_text()) | {"counterfactual_rate": 0},
                         separators=(",", ":"))
-    (tmp / "envoy.yaml").write_text(ENVOY_YAML.format(
-        admin=admin, port=port, rest=rest, grpc=grpc_port, module=PROBE, access_log=tmp / "access.log",
-        config=config.replace("'", "''")))
     programs = [
         supervise.Supervised("REST service", [str(stack.ROOT / "bin" / "rest-server"), "-listen", f"127.0.0.1:{rest}"],
                              tmp / "rest.log", new_session=False),
         supervise.Supervised("gRPC service", [str(stack.ROOT / "bin" / "grpc-server"), "-listen",
                                               f"127.0.0.1:{grpc_port}"], tmp / "grpc.log", new_session=False),
-        supervise.Supervised("Envoy with the panic probe", [
-            str(stack.envoy_binary()), "-c", str(tmp / "envoy.yaml"), "--concurrency", "1", "--disable-hot-restart",
-            "--log-level", "warn"], tmp / "envoy.log", new_session=False),
     ]
     try:
         for p in programs:
             p.start()
-        programs[2].wait_ready(supervise.http_ok(f"http://127.0.0.1:{admin}/ready", "LIVE"), timeout_s=DEADLINE_S,
-                               error=AssertionError)
+        programs.append(bare_envoy.start("Envoy with the panic probe", bare_envoy.config(
+            port=port, admin=admin, http_filter=wiring.native_filter(config, PROBE),
+            routes=[("/wirelens.v1.", "grpc"), ("/", "rest")], clusters={"rest": (rest, False), "grpc": (grpc_port, True)},
+            access_log=tmp / "access.log", log_format=LOG_FORMAT), tmp))
         yield {"port": port, "admin": admin, "log": tmp / "envoy.log", "access_log": tmp / "access.log",
                "envoy": programs[2]}
     finally:
