@@ -12,6 +12,10 @@ operation, protocol, body bytes and messages, its span is in Jaeger, and
 The ECDS test changes the operation map, the counterfactual rate, the sample
 rate and the module while traffic flows, and finds each switch at a known
 point in the rows.
+
+Both run once per build of the filter (`--module wasm|native`, envoy/wiring.py
+MODULES): a config written by someone else gets the native module as it gets
+the Wasm one, through ECDS too.
 """
 
 from __future__ import annotations
@@ -310,7 +314,20 @@ class Traffic(threading.Thread):
             self.sent += 1
 
 
-def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, tmp_path, tls_cert):
+def upgraded_build(module: str, tmp_path: Path, run: str) -> Path:
+    """A new build of the module, as far as Envoy can tell: the Wasm with one more custom section,
+    the .so with bytes after its end (the loader maps what its program headers name)."""
+    if module == "native":
+        upgraded = tmp_path / "libwirelens-upgraded.so"
+        upgraded.write_bytes(wiring.MODULE_FILES["native"].read_bytes() + run.encode())
+        return upgraded
+    upgraded = tmp_path / "wirelens_filter-upgraded.wasm"
+    upgraded.write_bytes(with_custom_section(WASM.read_bytes(), "wirelens.build", run.encode()))
+    return upgraded
+
+
+@pytest.mark.parametrize("module", wiring.MODULES)
+def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, module, tmp_path, tls_cert):
     settings = local_stack
     case = next(c for c in CASES if c["name"] == "grpc-web-cors")
     ports = new_ports()
@@ -319,7 +336,7 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, tm
     ecds = tmp_path / "ecds"
     injected = tmp_path / "envoy-wirelens.yaml"
     # Start without an operation map: REST calls are the operation "unknown" until the map arrives.
-    result = subprocess.run([*INJECT, str(users), "-o", str(injected), "--wasm", str(WASM), "--ecds-dir", str(ecds),
+    result = subprocess.run([*INJECT, str(users), "-o", str(injected), *module_flags(module), "--ecds-dir", str(ecds),
                              "--collector", f"127.0.0.1:{settings['WIRELENS_COLLECTOR_OTLP_PORT']}"],
                             env=programs.environment(), capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -350,8 +367,7 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, tm
             f"Envoy rejected --update-ecds {' '.join(flags)}:\n{(tmp_path / 'envoy.log').read_text()[-3000:]}"
         return done.stderr
 
-    upgraded = tmp_path / "wirelens_filter-upgraded.wasm"
-    upgraded.write_bytes(with_custom_section(WASM.read_bytes(), "wirelens.build", run.encode()))
+    upgraded = upgraded_build(module, tmp_path, run)
     try:
         background.start()
         phase("no-map")
@@ -364,9 +380,19 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, tm
         phase("no-counterfactual")
         update("--sample-rate", "0")
         phase("unsampled")
-        vms = envoy.stat("wasm.envoy.wasm.runtime.v8.created")
-        update("--sample-rate", "1", "--wasm", str(upgraded))
-        assert envoy.stat("wasm.envoy.wasm.runtime.v8.created") > vms, "the new module did not start a new VM"
+        if module == "native":
+            update("--sample-rate", "1", "--native", str(upgraded))
+            # A new build is a new content-addressed path, which Envoy loads beside the old one.
+            (resource,) = json.loads((ecds / "wirelens.json").read_text())["resources"]
+            loaded = wiring.filter_parts(resource["typed_config"])[2]
+            assert loaded.read_bytes() == upgraded.read_bytes()
+            wait_for(f"Envoy (pid {envoy.process.pid}) to load {loaded.name}",
+                     lambda: str(loaded) in Path(f"/proc/{envoy.process.pid}/maps").read_text(),
+                     lambda found: found, timeout_s=30)
+        else:
+            vms = envoy.stat("wasm.envoy.wasm.runtime.v8.created")
+            update("--sample-rate", "1", "--wasm", str(upgraded))
+            assert envoy.stat("wasm.envoy.wasm.runtime.v8.created") > vms, "the new module did not start a new VM"
         phase("upgraded")
         background.stopping.set()
         background.join(30)
