@@ -15,7 +15,10 @@ for it). The gateway exports to the local stack's Collector and routes to its
 REST and gRPC services, so the local stack must be up (`make up`). Its filter
 sizes payloads in the other protocol's encoding as the local stack's does:
 WIRELENS_COUNTERFACTUAL_RATE (default 1, every recorded call) and
-WIRELENS_COUNTERFACTUAL_MAX_BYTES (default 1 MiB).
+WIRELENS_COUNTERFACTUAL_MAX_BYTES (default 1 MiB). Its filter is the build
+the local stack's WIRELENS_FILTER_MODULE names: wasm (served to Envoy Gateway
+by the wasm file server) or native (the dynamic module, copied into the state
+dir under its sha256 and registered by path in the EnvoyProxy; no wasm server).
 
 Ports: deploy/envoy_gateway/ports.env (ours) and deploy/local/ports.env (the
 stack's), each overridable by an environment variable of the same name.
@@ -549,8 +552,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings()
         if args.command == "up":
-            print(f"starting wirelens in Envoy Gateway {manifests.ENVOY_GATEWAY_VERSION} "
-                  f"(state in {state_dir(settings)})")
+            print(f"starting wirelens ({'native' if native(settings) else 'wasm'} build) in Envoy Gateway "
+                  f"{manifests.ENVOY_GATEWAY_VERSION} (state in {state_dir(settings)})")
             up(settings)
             print(f"gateway is up: http://127.0.0.1:{settings['WIRELENS_GATEWAY_PORT']} "
                   "(REST, gRPC, gRPC-Web); `gateway.py status`, `gateway.py down`")
