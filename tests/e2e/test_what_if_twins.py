@@ -25,7 +25,10 @@ import json
 import subprocess
 import uuid
 
-from tests.e2e.conftest import ROOT, rows
+import pytest
+
+from envoy import wiring
+from tests.e2e.conftest import ROOT, rows, stack_for_module
 from wirelens_helpers.wait import wait_for
 
 CALLS = 12
@@ -65,8 +68,15 @@ def calls_of(settings, run_id: str) -> list[dict]:
              for c, v in zip(COLUMNS, r)} for r in out]
 
 
-def test_rest_and_grpc_twins_estimate_each_other_exactly(local_stack):
-    settings = local_stack
+@pytest.fixture(scope="module", params=wiring.MODULES)
+def twins_stack(request):
+    """Both builds of the filter estimate the same (envoy/wiring.py, MODULES): the Wasm build's
+    session stack, then the native build's (conftest.native_stack)."""
+    return stack_for_module(request, "local_stack")
+
+
+def test_rest_and_grpc_twins_estimate_each_other_exactly(twins_stack):
+    settings = twins_stack
     session = f"e2e-whatif-{uuid.uuid4().hex[:8]}"
     runs = {}
     for operation, flags in OPERATIONS.items():
