@@ -74,7 +74,9 @@ class Envoy:
             pytest.fail(str(exc))
 
     def stat(self, name: str) -> int:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/stats?filter=^{name}$", timeout=5).read()
+        # Envoy's main thread serves the admin and builds a new Wasm VM from an ECDS update: under a load
+        # average of 20-30 on 2 cores (other builds) that took over 5 s (a /stats timeout in a full e2e run).
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/stats?filter=^{name}$", timeout=30).read()
         for line in text.decode().splitlines():
             key, _, value = line.partition(": ")
             if key == name:
