@@ -378,9 +378,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true",
                     help="smoke test of the script: 2 reps, 1 s / 2000 requests, short warm-up")
     ap.add_argument("--compare", action="append", default=[], metavar="NAME=PATH",
-                    help="also measure another proxy-wasm build side by side (e.g. a candidate "
-                         "change of the filter), given the same plugin config; repeatable. Each "
-                         "gets its own 'NAME - empty' line")
+                    help="also measure another build side by side (e.g. a candidate change of the "
+                         "filter; a .so runs as the native module), given the same plugin config; "
+                         "repeatable. Each gets its own 'NAME - empty' line")
     ap.add_argument("--probes", action="store_true",
                     help="also measure host-call probes: the empty filter plus one host call per "
                          f"HTTP call ({', '.join(PROBES)}); 'probe-X - empty' is what that call "
@@ -431,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     exporter_modes = {"off": [False], "on": [True], "both": [False, True]}[args.exporters]
     wasm_of = {"none": None, "empty": empty_wasm, "wirelens": wirelens_wasm}
     for name, path in extra_wasm.items():
-        wasm_of[name] = WORK_DIR / f"compare-{name}.wasm"
+        wasm_of[name] = WORK_DIR / f"compare-{name}{path.suffix}"  # a .so stays a .so: the native build
         shutil.copyfile(path, wasm_of[name])
 
     meta = {

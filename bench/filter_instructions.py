@@ -795,8 +795,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         upstream.start(envoy_bin)
         upstream.wait_ready()
-        if any(m.shape for m in measured):
-            services.start()
+        services.start()  # every shape's upstream (the filters alone too, since issue 29)
         print(f"==> {len(measured)} variants under callgrind, {args.jobs} at a time: "
               f"{', '.join(m.variant for m in measured)}\n    (each: start ≈1 min, then "
               f"{args.warmup} + {args.requests} calls per load"
@@ -843,7 +842,6 @@ def main(argv: list[str] | None = None) -> int:
         result["problems"] = problems
         meta["elapsed_s"] = round(time.monotonic() - t_begin, 1)
         args.json.write_text(json.dumps(result, indent=1))
-        stream_memory.print_report(mem)
     meta["elapsed_s"] = round(time.monotonic() - t_begin, 1)
     args.json.write_text(json.dumps(result, indent=1))
     print(f"\nbench-instructions: {benchlib.fmt_duration(meta['elapsed_s'])}; "

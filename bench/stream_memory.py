@@ -8,16 +8,17 @@ Envoy runs natively (not under callgrind), in the pipeline shape of
 filter_instructions.py (exporters on: file access log + OTel tracer, from
 envoy/wiring.py; bench/harness.py builds it), one variant after the other, each a fresh Envoy:
 none+exp, wirelens+exp and (when built) native+exp. Upstream: bin/grpc-server. After a warm-up (a
-1,000-message stream and 200 unary calls), the script sends three
-/wirelens.v1.Echo/BiStream calls with h2load, one after the other, each
-carrying 1 GiB of EchoRequest messages (64 KiB each; the server echoes every
-one, so 1 GiB goes each way), while it samples /proc/<pid>/status VmRSS every
-50 ms. Per stream: the peak growth over the RSS just before it. The first
-(cold) stream also raises the allocator's high-water mark of Envoy's transit
-buffers (tens of MiB, varying by MiBs between runs); the two warm ones reuse
-it, so they show what one stream leaves behind or holds. A leak grows every
-stream; the allocator's noise (up to ~3 MiB) not every one. The verdict, per
-build: its smaller warm growth minus none's, PASS when at most 1 MiB.
+1,000-message stream and 200 unary calls), the script sends five
+(1 + --warm-streams) /wirelens.v1.Echo/BiStream calls with h2load, one after
+the other, each carrying 1 GiB of EchoRequest messages (64 KiB each; the
+server echoes every one, so 1 GiB goes each way), while it samples
+/proc/<pid>/status VmRSS every 50 ms. Per stream: the peak growth over the RSS
+just before it. The first (cold) stream also raises the allocator's
+high-water mark of Envoy's transit buffers (tens of MiB, varying by MiBs
+between runs); the warm ones reuse it, so they show what one stream leaves
+behind or holds. A leak grows every stream; the allocator's noise (0-11 MiB
+on one stream) not every one. The verdict, per build: its smallest warm
+growth minus none's, PASS when at most 1 MiB.
 
 The 1 GiB request file goes to build/bench/stream_memory/ and is deleted
 afterwards. Every step is bounded (Envoy start 60 s, the stream 600 s).
@@ -49,12 +50,18 @@ TARGET_EXTRA_KIB = 1024                  # wirelens' growth minus none's, at mos
 SAMPLE_S = 0.05
 STREAM_TIMEOUT_S = 600.0
 BASELINE = "none+exp"
-# Three streams per Envoy: the first (cold) also raises the allocator's high-water
-# mark of Envoy's transit buffers, by an amount that varies by several MiB from
-# run to run; the next two (warm) reuse it, so what they add is what a stream
-# leaves behind or holds. A leak grows every stream, the allocator's noise (up to
-# ~3 MiB) not every one: the verdict uses the smaller of the two warm growths.
-STREAM_RUNS = ("cold", "warm", "warm2")
+# 1 + WARM_STREAMS streams per Envoy: the first (cold) also raises the allocator's
+# high-water mark of Envoy's transit buffers, by an amount that varies by several MiB
+# from run to run; the warm ones reuse it, so what they add is what a stream leaves
+# behind or holds. A leak grows every stream, the allocator's noise (0-11 MiB seen on
+# one warm stream, in every variant) not every one: the verdict uses the smallest
+# warm growth. Two warm streams were too few (2026-11-27: a build whose RSS over all
+# streams grew 4.5 MiB less than no filter's got +4.7 and +7.7 MiB on its two).
+WARM_STREAMS = 4
+
+
+def stream_runs(warm_streams: int = WARM_STREAMS) -> tuple[str, ...]:
+    return ("cold", *(f"warm{i}" for i in range(1, warm_streams + 1)))
 
 
 def vm_rss_kib(pid: int) -> int | None:
@@ -133,7 +140,7 @@ def one_stream(variant: str, label: str, env: harness.Envoy, port: int, big: Pat
 
 
 def measure(variant: str, envoy_bin: Path, wasm: Path | None, plugin_config: str, ports: dict,
-            big: Path, messages: int, small: Path, grpc_body: Path) -> dict:
+            big: Path, messages: int, small: Path, grpc_body: Path, warm_streams: int = WARM_STREAMS) -> dict:
     port, admin = benchlib.free_ports(2)
     log_path = WORK_DIR / f"access-{variant}.jsonl"
     if log_path.exists():
@@ -150,7 +157,7 @@ def measure(variant: str, envoy_bin: Path, wasm: Path | None, plugin_config: str
         if res.returncode != 0 or harness.parse_h2load(res.stdout)[2]:
             raise harness.Broken(f"{variant}: warm-up unary calls failed:\n{res.stdout[-600:]}")
         runs = []
-        for label in STREAM_RUNS:
+        for label in stream_runs(warm_streams):
             runs.append(one_stream(variant, label, env, port, big))
         bad = env.new_log_problems()
         if bad:
@@ -159,6 +166,8 @@ def measure(variant: str, envoy_bin: Path, wasm: Path | None, plugin_config: str
         return {"cold": cold, "warm": warm, "growth_kib": min(w["growth_kib"] for w in warm),
                 # all streams together: the highest RSS seen over the RSS before the first
                 "total_growth_kib": max(r["rss_peak_kib"] for r in runs) - cold["rss_before_kib"],
+                # the warm streams together: RSS after the last over RSS before the first
+                "warm_total_kib": (warm[-1]["rss_after_kib"] or 0) - warm[0]["rss_before_kib"],
                 "rss_before_kib": cold["rss_before_kib"], "messages_each_way": messages}
     finally:
         env.stop()
@@ -177,12 +186,13 @@ def verdicts(variants: dict, target_kib: int = TARGET_EXTRA_KIB) -> dict:
         out[variant.split("+")[0]] = {
             "extra_growth_kib": extra, "pass": extra <= target_kib,
             "cold_extra_kib": rec["cold"]["growth_kib"] - none["cold"]["growth_kib"],
-            "total_extra_kib": rec["total_growth_kib"] - none["total_growth_kib"]}
+            "total_extra_kib": rec["total_growth_kib"] - none["total_growth_kib"],
+            "warm_total_extra_kib": rec.get("warm_total_kib", 0) - none.get("warm_total_kib", 0)}
     return out
 
 
 def run(envoy_bin: Path, builds: dict[str, Path], plugin_config: str, quick: bool = False,
-        total_bytes: int | None = None, infos: dict | None = None) -> dict:
+        total_bytes: int | None = None, infos: dict | None = None, warm_streams: int = WARM_STREAMS) -> dict:
     """none+exp, then each build (name -> pinned .wasm or .so) as NAME+exp; the result dict (problems
     listed, never raised)."""
     WORK_DIR.mkdir(parents=True, exist_ok=True)
@@ -190,7 +200,7 @@ def run(envoy_bin: Path, builds: dict[str, Path], plugin_config: str, quick: boo
     out: dict = {"benchmark": "stream_memory", "date": _dt.datetime.now().isoformat(timespec="seconds"),
                  "stream_bytes": total, "message_bytes": MESSAGE_CONTENT_BYTES + 9,
                  "sample_ms": SAMPLE_S * 1000, "target_extra_kib": TARGET_EXTRA_KIB, "quick": quick,
-                 "builds": infos or {}, "variants": {}, "problems": []}
+                 "builds": infos or {}, "warm_streams": warm_streams, "variants": {}, "problems": []}
     big = WORK_DIR / "stream_request.bin"
     small = WORK_DIR / "small_stream.bin"
     grpc_body = WORK_DIR / "grpc_request.bin"
@@ -212,7 +222,8 @@ def run(envoy_bin: Path, builds: dict[str, Path], plugin_config: str, quick: boo
         upstream.wait_ready()
         services.start()
         for variant, module in ((BASELINE, None), *((f"{name}+exp", path) for name, path in builds.items())):
-            rec = measure(variant, envoy_bin, module, plugin_config, ports, big, messages, small, grpc_body)
+            rec = measure(variant, envoy_bin, module, plugin_config, ports, big, messages, small, grpc_body,
+                          warm_streams)
             out["variants"][variant] = rec
             if not services.alive():
                 raise harness.Broken("a Go service died")
@@ -247,16 +258,16 @@ def print_report(mem: dict) -> None:
     print(f"\nMemory: one {mem['stream_bytes'] / GIB:.2f} GiB BiStream ({mem.get('messages_each_way', 0):,} "
           f"messages of {mem['message_bytes'] // 1024} KiB, echoed: the same back), Envoy natively, "
           f"VmRSS every {mem['sample_ms']:.0f} ms{'  QUICK' if mem.get('quick') else ''}")
-    print("  peak growth of VmRSS over the RSS just before each stream; three streams per Envoy: cold "
-          "(the first),\n  then two warm (Envoy's transit buffers already allocated): the verdict uses "
-          "the smaller warm growth")
+    print(f"  peak growth of VmRSS over the RSS just before each stream; {1 + mem.get('warm_streams', 2)} streams "
+          "per Envoy: cold (the first),\n  then warm ones (Envoy's transit buffers already allocated): the "
+          "verdict uses the smallest warm growth")
     for name, r in mem["variants"].items():
-        warm = "  ".join(f"{w['growth_kib']:+7,} KiB ({w['stream_s']:.1f} s)" for w in r["warm"])
+        warm = " ".join(f"{w['growth_kib']:+7,}" for w in r["warm"])
         print(f"  {name:<14} pre-stream {r['rss_before_kib'] / 1024:6.1f} MiB   cold {r['cold']['growth_kib']:+8,} KiB "
-              f"({r['cold']['stream_s']:.1f} s)   warm {warm}   after {r['warm'][-1]['rss_after_kib'] / 1024:6.1f} MiB")
+              f"({r['cold']['stream_s']:.1f} s)   warm {warm} KiB   after {r['warm'][-1]['rss_after_kib'] / 1024:6.1f} MiB")
     for line, (name, v) in zip(verdict_lines(mem), mem.get("verdicts", {}).items()):
-        print(f"  {line}   (cold: {v['cold_extra_kib']:+,} KiB; all {len(STREAM_RUNS)} streams: "
-              f"{v['total_extra_kib']:+,} KiB)")
+        print(f"  {line}   (cold: {v['cold_extra_kib']:+,} KiB; all streams: {v['total_extra_kib']:+,} KiB; "
+              f"warm ones together: {v.get('warm_total_extra_kib', 0):+,} KiB)")
     for p in mem.get("problems", []):
         print(f"  ! {p[:300]}")
 
@@ -265,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="a 256 MiB stream instead of 1 GiB")
     ap.add_argument("--mib", type=int, help="stream size in MiB (default 1024)")
+    ap.add_argument("--warm-streams", type=int, default=WARM_STREAMS,
+                    help=f"streams after the first (cold) one, per Envoy (default {WARM_STREAMS})")
     ap.add_argument("--wasm", type=Path, default=harness.WIRELENS_WASM, help="the Wasm build")
     ap.add_argument("--native", type=Path, default=harness.WIRELENS_NATIVE,
                     help="the native build (skipped when missing; --native '' to skip)")
@@ -282,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         builds[name] = harness.pin_module(src, WORK_DIR, name)
         infos[name] = harness.file_info(src, builds[name])
     mem = run(harness.find_envoy(), builds, args.plugin_config.read_text(), quick=args.quick,
-              total_bytes=args.mib << 20 if args.mib else None, infos=infos)
+              total_bytes=args.mib << 20 if args.mib else None, infos=infos, warm_streams=args.warm_streams)
     args.json.write_text(json.dumps(mem, indent=1))
     print_report(mem)
     return 1 if mem["problems"] else 0

@@ -168,9 +168,10 @@ def test_memory_verdicts_per_build():
     v = stream_memory.verdicts({"none+exp": rec(100), "wirelens+exp": rec(900, 40_000),
                                 "native+exp": rec(1_200, total=51_000)})
     assert v == {"wirelens": {"extra_growth_kib": 800, "pass": True, "cold_extra_kib": -10_000,
-                              "total_extra_kib": 0},
+                              "total_extra_kib": 0, "warm_total_extra_kib": 0},
                  "native": {"extra_growth_kib": 1_100, "pass": False, "cold_extra_kib": 0,
-                            "total_extra_kib": -1_000}}
+                            "total_extra_kib": -1_000, "warm_total_extra_kib": 0}}
+    assert stream_memory.stream_runs(4) == ("cold", "warm1", "warm2", "warm3", "warm4")
     assert stream_memory.verdicts({"wirelens+exp": rec(1)}) == {}
     lines = stream_memory.verdict_lines({"stream_bytes": 1 << 30, "verdicts": v})
     assert lines[1].startswith("memory: 1.00 GiB stream, native+exp - none+exp") and lines[1].endswith("FAIL")
