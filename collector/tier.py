@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from deploy.local import stack
+from deploy.local import components, stack
 from wirelens_helpers.wait import WaitTimeout, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,8 +48,10 @@ def _component(name: str) -> stack.Component:
     config = AGENT_CONFIG if name == AGENT else GATEWAY_CONFIG
     return stack.Component(
         name=name,
+        # A gateway restores the record's labels from the operation map as the stack's Collector does.
         command=lambda s: [stack.require(stack.BIN / "otelcol-wirelens", "run `make collector`"),
-                           "--config", str(config)],
+                           "--config", str(config),
+                           *(["--config", str(components.collector_opmap(s))] if config == GATEWAY_CONFIG else [])],
         ports=PORT_VARIABLES,
         ready=lambda s: stack.http_ok(f"http://127.0.0.1:{s['WIRELENS_COLLECTOR_HEALTH_PORT']}/"),
     )

@@ -83,11 +83,31 @@ class Field:
 
 
 @dataclass(frozen=True)
+class Key:
+    """The operation map's key a published record carries instead of the fields it restores."""
+    wire: str
+    rust: str
+    attribute: str
+
+
+@dataclass(frozen=True)
 class Record:
     fields: tuple[Field, ...]
     # the attribute after whose column Envoy's hand-written columns sit, and those columns
     between_after: str
     between_columns: tuple[str, ...]
+    # format 2: the short names by position (the key's among them), the fields restored from the map
+    key: Key
+    positions: tuple[str, ...]
+    restored: tuple[str, ...]
+
+    def by_wire(self, wire: str) -> Field | None:
+        return next((f for f in self.fields if f.wire == wire), None)
+
+    def published(self) -> list[tuple[int, str, str]]:
+        """(position, short name, type) of every published value, the key's type `string`."""
+        return [(i, w, "string" if w == self.key.wire else self.by_wire(w).type)
+                for i, w in enumerate(self.positions)]
 
     def runs(self) -> list[tuple[Field, ...]]:
         """The fields in the two runs the SQL's record columns are generated in."""
@@ -178,7 +198,37 @@ def load(root: Path = ROOT) -> Record:
     if after not in [f.attribute for f in fields] or not columns or not all(isinstance(c, str) for c in columns):
         raise RecordError(f"{TABLE}: clickhouse.columns_between: expected `after` (a field's attribute) "
                           "and `columns` (the hand-written columns that follow its column)")
-    return Record(tuple(fields), after, tuple(columns))
+    key, positions, restored = _published(data.get("published"), fields)
+    return Record(tuple(fields), after, tuple(columns), key, positions, restored)
+
+
+def _published(raw, fields: list[Field]) -> tuple[Key, tuple[str, ...], tuple[str, ...]]:
+    """`published`: the key, the positions and the restored fields, checked against the fields."""
+    where = f"{TABLE}: published"
+    if not isinstance(raw, dict) or set(raw) != {"key", "positions", "restored"}:
+        raise RecordError(f"{where}: expected a mapping with `key`, `positions` and `restored`")
+    k = raw["key"]
+    if not isinstance(k, dict) or set(k) != {"wire", "rust", "attribute"} or not all(
+            isinstance(v, str) for v in k.values()):
+        raise RecordError(f"{where}.key: expected `wire`, `rust` and `attribute`")
+    key = Key(k["wire"], k["rust"], k["attribute"])
+    wires = {f.wire for f in fields}
+    if key.wire in wires or key.rust in {f.rust for f in fields} or key.attribute in {f.attribute for f in fields}:
+        raise RecordError(f"{where}.key: its names must differ from every field's")
+    positions, restored = raw["positions"], raw["restored"]
+    for name, value in (("positions", positions), ("restored", restored)):
+        if not isinstance(value, list) or not all(isinstance(w, str) for w in value):
+            raise RecordError(f"{where}.{name}: expected a list of short names")
+    seen = positions + restored
+    for w in seen:
+        if w not in wires | {key.wire}:
+            raise RecordError(f"{where}: {w!r} is no field's short name (nor the key's)")
+        if seen.count(w) > 1:
+            raise RecordError(f"{where}: {w!r} twice (each field is published at one position or restored)")
+    missing = [f.wire for f in fields if f.wire not in seen]
+    if missing or key.wire not in positions:
+        raise RecordError(f"{where}: neither published nor restored: {missing or [key.wire]}")
+    return key, tuple(positions), tuple(restored)
 
 
 def short_names(root: Path = ROOT) -> dict[str, str]:
@@ -223,6 +273,41 @@ def names_rs(record: Record) -> str:
         *(f"    wire::{f.rust}," for f in record.fields),
         "];",
         "",
+        "/// The record as the filter publishes it (format 2): the values by",
+        "/// position, comma-separated (`Record::write_json`). What is constant per",
+        "/// operation and REST rule is not published: the record carries the",
+        "/// operation map's key of the call's (operation, rule) instead, and the",
+        "/// Collector restores those fields from its copy of the map",
+        "/// (collector/opmap.py).",
+        "pub mod published {",
+        "    use super::{keys, wire};",
+        "",
+        "    /// The short name of the operation map's key (a position of its own).",
+        f'    pub const KEY: &str = "{record.key.wire}";',
+        "    /// The attribute the Collector keeps the key under when its map does not know it.",
+        f'    pub const KEY_ATTRIBUTE: &str = "{record.key.attribute}";',
+        "",
+        "    /// The position of each published value.",
+        "    pub mod pos {",
+        *(f"        pub const {(record.key.rust if w == record.key.wire else record.by_wire(w).rust)}: usize = {i};"
+          for i, w, _ in record.published()),
+        "    }",
+        "",
+        "    /// How many positions the record has.",
+        f"    pub const LEN: usize = {len(record.positions)};",
+        "",
+        "    /// Short name and JSON type (`string`, `int`, `bool`, `number`) by position.",
+        f"    pub const FIELDS: [(&str, &str); LEN] = [",
+        *(f'        ({"KEY" if w == record.key.wire else "wire::" + record.by_wire(w).rust}, "{t}"),'
+          for _, w, t in record.published()),
+        "    ];",
+        "",
+        "    /// The attributes not published, restored by the Collector from the operation map.",
+        f"    pub const RESTORED: [&str; {len(record.restored)}] = [",
+        *(f"        keys::{record.by_wire(w).rust}," for w in record.restored),
+        "    ];",
+        "}",
+        "",
         "/// The attribute name of a published short name (tests and fuzzing: feature test-support).",
         "#[cfg(any(test, feature = \"test-support\"))]",
         "pub fn attribute_name(wire: &str) -> Option<&'static str> {",
@@ -247,18 +332,42 @@ def names_rs(record: Record) -> str:
     return "\n".join(out) + "\n"
 
 
+def _positional(record: Record, ctx: str, target: str) -> list[str]:
+    """Format 2 into the cache under the short names (where format 1's ParseJSON puts them), text unescaped."""
+    rec = f'{ctx}.{target}["wirelens.record"]'
+    values = f'{ctx}.cache["v"]'
+    out = [f'- set({values}, Split({rec}, ",")) where {rec} != nil and {rec} != "-" and not HasPrefix({rec}, "{{")']
+    for i, wire, _ in record.published():
+        out.append(f'- set({ctx}.cache["{wire}"], {values}[{i}]) where {values} != nil and Len({values}) > {i} '
+                   f'and {values}[{i}] != ""')
+    for _, wire, kind in record.published():
+        if kind == "string":
+            for code, char in (("%2C", ","), ("%25", "%")):
+                out.append(f'- replace_pattern({ctx}.cache["{wire}"], "{code}", "{char}") '
+                           f'where {values} != nil and {ctx}.cache["{wire}"] != nil')
+    return out
+
+
+def _cached(record: Record, ctx: str, target: str, value) -> list[str]:
+    key = record.key
+    return [f'- set({ctx}.{target}["{f.attribute}"], {value(f)}) where {ctx}.cache["{f.wire}"] != nil'
+            for f in record.fields] + [
+        f'- set({ctx}.{target}["{key.attribute}"], {ctx}.cache["{key.wire}"]) where {ctx}.cache["{key.wire}"] != nil']
+
+
 def log_statements(record: Record) -> list[str]:
-    return [f'- set(log.attributes["{f.attribute}"], log.cache["{f.wire}"]) where log.cache["{f.wire}"] != nil'
-            for f in record.fields]
+    # The log attributes stay as parsed (ClickHouse casts them): a format-1 number as a double, a
+    # format-2 value as its text, which the exporter writes as the same string.
+    return _positional(record, "log", "attributes") + _cached(
+        record, "log", "attributes", lambda f: f'log.cache["{f.wire}"]')
 
 
 def span_statements(record: Record) -> list[str]:
     def value(f: Field) -> str:
         cached = f'span.cache["{f.wire}"]'
-        return f"Int({cached})" if f.span_int else cached
+        return f"Int({cached})" if f.span_int else f"Double({cached})" if f.type == "number" else cached
 
-    return [f'- set(span.attributes["{f.attribute}"], {value(f)}) where span.cache["{f.wire}"] != nil'
-            for f in record.fields]
+    return _positional(record, "span", "attributes") + _cached(record, "span", "attributes", value)
 
 
 def column_lines(fields) -> list[str]:

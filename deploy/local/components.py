@@ -92,6 +92,18 @@ def render_envoy(settings: dict[str, str]) -> None:
     (state_dir(settings) / "envoy.yaml").write_text(rendered)
 
 
+def collector_opmap(settings: dict[str, str]) -> Path:
+    """The Collector's copy of the operation map the Envoy's filter has (collector/opmap.py), rendered at its start.
+
+    A second --config after collector/config.yaml: its transform/wirelens_opmap restores the labels the
+    record leaves out (rpc.service, rpc.method, wirelens.streaming, http.route) by the record's key.
+    """
+    from collector import opmap  # noqa: PLC0415  (the Collector's module, imported on use)
+
+    return opmap.write(Path(require(BUILD / "opmap.json", "run `make proto`")),
+                       state_dir(settings) / "collector-opmap.yaml")
+
+
 def users_xml_path(settings: dict[str, str]) -> Path:
     return state_dir(settings) / "clickhouse" / "users.xml"
 
@@ -188,7 +200,8 @@ COMPONENTS: list[Component] = [
     Component(
         name="collector",
         command=lambda s: [require(BIN / "otelcol-wirelens", "run `make collector`"),
-                           "--config", str(ROOT / "collector/config.yaml")],
+                           "--config", str(ROOT / "collector/config.yaml"),
+                           "--config", str(collector_opmap(s))],
         ports=["WIRELENS_COLLECTOR_HEALTH_PORT", "WIRELENS_COLLECTOR_OTLP_PORT",
                "WIRELENS_COLLECTOR_METRICS_PORT"],
         ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_COLLECTOR_HEALTH_PORT']}/"),

@@ -140,12 +140,17 @@ def test_the_collector_expands_every_short_name_of_the_record():
     assert len(integers) == 26, integers
     config = (ROOT / "collector" / "config.yaml").read_text()
     logs = dict(re.findall(r'set\(log\.attributes\["([a-z_.]+)"\], log\.cache\["(\w+)"\]\)', config))
-    assert logs == short
+    # and the operation map's key of a format-2 record (collector/opmap.py restores the labels by it)
+    key = {"wirelens.opmap.key": "ok"}
+    assert logs == {**short, **key}
     span_ints = dict(re.findall(r'set\(span\.attributes\["([a-z_.]+)"\], Int\(span\.cache\["(\w+)"\]\)\)',
                                 config))
     span_others = dict(re.findall(r'set\(span\.attributes\["([a-z_.]+)"\], span\.cache\["(\w+)"\]\)', config))
+    span_doubles = dict(re.findall(r'set\(span\.attributes\["([a-z_.]+)"\], Double\(span\.cache\["(\w+)"\]\)\)',
+                                   config))
     assert sorted(span_ints) == sorted(integers)
-    assert {**span_ints, **span_others} == short
+    assert sorted(span_doubles) == ["wirelens.counterfactual.rate", "wirelens.sample_rate"]
+    assert {**span_ints, **span_doubles, **span_others} == {**short, **key}
 
 
 def test_experiment_load_wording_tells_other_work_from_the_runs_own_load():

@@ -57,7 +57,9 @@ def test_the_checkout_is_generated_from_the_table():
     (recordgen.SCHEMA, "toUInt32OrZero(attr('wirelens.request.messages'))  ",
      "toUInt64OrZero(attr('wirelens.request.messages'))  "),
     # the Collector's expansion: a span tag no longer Int
-    (recordgen.COLLECTOR, 'Int(span.cache["qmb"])', 'span.cache["qmb"]'),
+    (recordgen.COLLECTOR, ', Int(span.cache["qmb"]))', ', span.cache["qmb"])'),
+    # the Collector's format-2 reading: a value read from the wrong position
+    (recordgen.COLLECTOR, 'set(log.cache["qh"], log.cache["v"][3])', 'set(log.cache["qh"], log.cache["v"][4])'),
     # a line removed from the docs table
     (recordgen.DOCS, "| `wirelens.request.message.min` |", "| `wirelens.request.message.minimum` |"),
 ])
@@ -97,6 +99,8 @@ def test_a_field_added_to_the_table_reaches_every_copy(tree):
     description: >-
       a field of this test.
 """)
+    # published at a new last position (positions are append-only)
+    edit(table, "cqj, csj, crt]", "cqj, csj, crt, zz]")
     assert run("--check", "--root", str(tree)).returncode == 1
     assert run("--root", str(tree)).returncode == 0
     names = (tree / recordgen.NAMES_RS).read_text()
@@ -107,6 +111,10 @@ def test_a_field_added_to_the_table_reaches_every_copy(tree):
     config = (tree / recordgen.COLLECTOR).read_text()
     assert 'set(log.attributes["wirelens.test.size"], log.cache["zz"]) where log.cache["zz"] != nil' in config
     assert 'set(span.attributes["wirelens.test.size"], Int(span.cache["zz"])) where span.cache["zz"] != nil' in config
+    at = len(recordgen.load(tree).positions) - 1
+    assert (f'set(span.cache["zz"], span.cache["v"][{at}]) where span.cache["v"] != nil and Len(span.cache["v"]) > {at}'
+            in config)
+    assert f"pub const TEST_SIZE: usize = {at};" in names
     sql = (tree / recordgen.SCHEMA).read_text()
     last = recordgen.load(tree).fields[-2].column
     assert "    test_size              Nullable(UInt32),\n" in sql
@@ -123,6 +131,10 @@ def test_a_field_added_to_the_table_reaches_every_copy(tree):
     ("column_type: UInt64\n    description: >-\n      Σ of the payload lengths",
      "column_type: String\n    description: >-\n      Σ of the payload lengths", "a int field in a String column"),
     ("type: bool\n", "type: boolean\n", "type: one of string, int, bool, number"),
+    # every field is published at one position or restored from the operation map
+    ("cqj, csj, crt]", "cqj, csj]", "neither published nor restored: ['crt']"),
+    ("restored: [sv, md, sg, rt]", "restored: [sv, md, sg, rt, qh]", "'qh' twice"),
+    ("positions: [pr, op, ok,", "positions: [pr, op, ok, xx,", "'xx' is no field's short name"),
 ])
 def test_the_table_is_checked(tree, old, new, error):
     edit(tree / recordgen.TABLE, old, new)

@@ -113,6 +113,71 @@ impl<'a> ObjectWriter<'a> {
     }
 }
 
+/// Writes the published record (format 2): values by position,
+/// comma-separated, an absent value empty, trailing absent values left off.
+/// Positions must be written in increasing order.
+pub struct PositionalWriter<'a> {
+    out: &'a mut String,
+    /// The last position written, if any.
+    last: Option<usize>,
+}
+
+impl<'a> PositionalWriter<'a> {
+    /// Starts a record at the end of `out`.
+    pub fn new(out: &'a mut String) -> Self {
+        Self { out, last: None }
+    }
+
+    /// The commas that end the positions before `pos`.
+    fn at(&mut self, pos: usize) {
+        let commas = match self.last {
+            None => pos,
+            Some(last) => {
+                debug_assert!(pos > last, "position {pos} written after {last}");
+                pos - last
+            }
+        };
+        for _ in 0..commas {
+            self.out.push(',');
+        }
+        self.last = Some(pos);
+    }
+
+    pub fn number(&mut self, pos: usize, value: u64) {
+        self.at(pos);
+        push_u64(self.out, value);
+    }
+
+    /// A value that is already text without `,` or `%` (a number's JSON text).
+    pub fn raw(&mut self, pos: usize, text: &str) {
+        self.at(pos);
+        self.out.push_str(text);
+    }
+
+    /// Text, escaped: `%` as `%25`, `,` as `%2C`.
+    pub fn string(&mut self, pos: usize, value: &str) {
+        self.at(pos);
+        push_positional_escaped(self.out, value);
+    }
+}
+
+/// Appends `s` with `%` as `%25` and `,` as `%2C` (a text value of the published record).
+pub fn push_positional_escaped(out: &mut String, s: &str) {
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let esc = match b {
+            b'%' => "%25",
+            b',' => "%2C",
+            _ => continue,
+        };
+        // `i` is at an ASCII byte, so both ends are char boundaries.
+        out.push_str(&s[start..i]);
+        out.push_str(esc);
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,6 +208,24 @@ mod tests {
         w.finish();
         let v: serde_json::Value = serde_json::from_str(&o).unwrap();
         assert_eq!(v["k"], nasty);
+    }
+
+    #[test]
+    fn positional() {
+        let mut o = String::new();
+        let mut w = PositionalWriter::new(&mut o);
+        w.string(1, "a,b%2C");
+        w.number(2, 7);
+        w.raw(5, "0.25");
+        assert_eq!(o, ",a%2Cb%252C,7,,,0.25");
+        let mut o = String::new();
+        let mut w = PositionalWriter::new(&mut o);
+        w.string(0, "rest");
+        w.string(1, "");
+        assert_eq!(o, "rest,");
+        let mut o = String::new();
+        PositionalWriter::new(&mut o);
+        assert_eq!(o, "");
     }
 
     #[test]

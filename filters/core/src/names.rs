@@ -174,6 +174,108 @@ pub const WIRE_KEYS: [&str; 37] = [
     wire::COUNTERFACTUAL_RATE,
 ];
 
+/// The record as the filter publishes it (format 2): the values by
+/// position, comma-separated (`Record::write_json`). What is constant per
+/// operation and REST rule is not published: the record carries the
+/// operation map's key of the call's (operation, rule) instead, and the
+/// Collector restores those fields from its copy of the map
+/// (collector/opmap.py).
+pub mod published {
+    use super::{keys, wire};
+
+    /// The short name of the operation map's key (a position of its own).
+    pub const KEY: &str = "ok";
+    /// The attribute the Collector keeps the key under when its map does not know it.
+    pub const KEY_ATTRIBUTE: &str = "wirelens.opmap.key";
+
+    /// The position of each published value.
+    pub mod pos {
+        pub const PROTOCOL: usize = 0;
+        pub const OPERATION: usize = 1;
+        pub const OPMAP_KEY: usize = 2;
+        pub const REQ_HEADER_SIZE: usize = 3;
+        pub const RESP_HEADER_SIZE: usize = 4;
+        pub const RESP_TRAILER_SIZE: usize = 5;
+        pub const REQ_BODY_SIZE: usize = 6;
+        pub const RESP_BODY_SIZE: usize = 7;
+        pub const TTFB_US: usize = 8;
+        pub const DURATION_US: usize = 9;
+        pub const REQ_DURATION_US: usize = 10;
+        pub const MALFORMED: usize = 11;
+        pub const SAMPLE_RATE: usize = 12;
+        pub const GRPC_STATUS: usize = 13;
+        pub const REQ_MESSAGES: usize = 14;
+        pub const RESP_MESSAGES: usize = 15;
+        pub const REQ_MESSAGE_BYTES: usize = 16;
+        pub const REQ_MESSAGE_MIN: usize = 17;
+        pub const REQ_MESSAGE_MAX: usize = 18;
+        pub const RESP_MESSAGE_BYTES: usize = 19;
+        pub const RESP_MESSAGE_MIN: usize = 20;
+        pub const RESP_MESSAGE_MAX: usize = 21;
+        pub const REQ_FRAMING_BYTES: usize = 22;
+        pub const RESP_FRAMING_BYTES: usize = 23;
+        pub const REQ_COMPRESSED: usize = 24;
+        pub const RESP_COMPRESSED: usize = 25;
+        pub const GRPC_MESSAGE: usize = 26;
+        pub const URL_PATH: usize = 27;
+        pub const COUNTERFACTUAL_REASON: usize = 28;
+        pub const COUNTERFACTUAL_REQ_PROTO_SIZE: usize = 29;
+        pub const COUNTERFACTUAL_RESP_PROTO_SIZE: usize = 30;
+        pub const COUNTERFACTUAL_REQ_JSON_SIZE: usize = 31;
+        pub const COUNTERFACTUAL_RESP_JSON_SIZE: usize = 32;
+        pub const COUNTERFACTUAL_RATE: usize = 33;
+    }
+
+    /// How many positions the record has.
+    pub const LEN: usize = 34;
+
+    /// Short name and JSON type (`string`, `int`, `bool`, `number`) by position.
+    pub const FIELDS: [(&str, &str); LEN] = [
+        (wire::PROTOCOL, "string"),
+        (wire::OPERATION, "string"),
+        (KEY, "string"),
+        (wire::REQ_HEADER_SIZE, "int"),
+        (wire::RESP_HEADER_SIZE, "int"),
+        (wire::RESP_TRAILER_SIZE, "int"),
+        (wire::REQ_BODY_SIZE, "int"),
+        (wire::RESP_BODY_SIZE, "int"),
+        (wire::TTFB_US, "int"),
+        (wire::DURATION_US, "int"),
+        (wire::REQ_DURATION_US, "int"),
+        (wire::MALFORMED, "bool"),
+        (wire::SAMPLE_RATE, "number"),
+        (wire::GRPC_STATUS, "int"),
+        (wire::REQ_MESSAGES, "int"),
+        (wire::RESP_MESSAGES, "int"),
+        (wire::REQ_MESSAGE_BYTES, "int"),
+        (wire::REQ_MESSAGE_MIN, "int"),
+        (wire::REQ_MESSAGE_MAX, "int"),
+        (wire::RESP_MESSAGE_BYTES, "int"),
+        (wire::RESP_MESSAGE_MIN, "int"),
+        (wire::RESP_MESSAGE_MAX, "int"),
+        (wire::REQ_FRAMING_BYTES, "int"),
+        (wire::RESP_FRAMING_BYTES, "int"),
+        (wire::REQ_COMPRESSED, "int"),
+        (wire::RESP_COMPRESSED, "int"),
+        (wire::GRPC_MESSAGE, "string"),
+        (wire::URL_PATH, "string"),
+        (wire::COUNTERFACTUAL_REASON, "string"),
+        (wire::COUNTERFACTUAL_REQ_PROTO_SIZE, "int"),
+        (wire::COUNTERFACTUAL_RESP_PROTO_SIZE, "int"),
+        (wire::COUNTERFACTUAL_REQ_JSON_SIZE, "int"),
+        (wire::COUNTERFACTUAL_RESP_JSON_SIZE, "int"),
+        (wire::COUNTERFACTUAL_RATE, "number"),
+    ];
+
+    /// The attributes not published, restored by the Collector from the operation map.
+    pub const RESTORED: [&str; 4] = [
+        keys::RPC_SERVICE,
+        keys::RPC_METHOD,
+        keys::STREAMING,
+        keys::ROUTE,
+    ];
+}
+
 /// The attribute name of a published short name (tests and fuzzing: feature test-support).
 #[cfg(any(test, feature = "test-support"))]
 pub fn attribute_name(wire: &str) -> Option<&'static str> {

@@ -38,6 +38,7 @@ impl Exchange<'_> {
         sampled: bool,
         chunk: usize,
     ) -> Map<String, Value> {
+        let opmap = Arc::clone(&map);
         let mut call = Call::new(map)
             .with_options(options)
             .with_counterfactual(sampled);
@@ -67,10 +68,7 @@ impl Exchange<'_> {
         }
         call.on_log(&mut host);
         assert_eq!(host.published.len(), 1);
-        match serde_json::from_str(&host.published[0]).unwrap() {
-            Value::Object(m) => m,
-            v => panic!("{v}"),
-        }
+        wirelens_core::record::decode_published(&host.published[0], &opmap)
     }
 }
 

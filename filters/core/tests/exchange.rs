@@ -8,6 +8,7 @@ use wirelens_core::config::{Fields, Options};
 use wirelens_core::frame::{encode_frame, FrameStats};
 use wirelens_core::headers::serialize;
 use wirelens_core::names::{attribute_name, keys};
+use wirelens_core::record::decode_published;
 use wirelens_core::{Call, HostCalls, MemoryHost, OpMap, Protocol, KEYS, WIRE_KEYS};
 
 const CONFIG: &str = r#"{
@@ -65,6 +66,7 @@ impl<'a> Exchange<'a> {
     /// short names, before the log phase unless the response headers were
     /// only sized and no trailers came.
     fn drive(&self, map: Arc<OpMap>, options: Options) -> (Call, MemoryHost) {
+        let opmap = Arc::clone(&map);
         let mut call = Call::new(map)
             .with_read_window(self.window)
             .with_options(options);
@@ -126,8 +128,17 @@ impl<'a> Exchange<'a> {
             assert_eq!(host.calls.body_reads, 0, "REST bodies are never read");
         }
         let mut published = String::new();
-        call.record(None).write_json(&mut published);
-        assert_eq!(host.published, [published]);
+        call.record(None).write_published(&mut published);
+        assert_eq!(host.published, [published.clone()]);
+        // What the Collector expands it to (the labels restored from the map
+        // by its key) is the record a filter of format 1 published.
+        let mut format1 = String::new();
+        call.record(None).write_json(&mut format1);
+        assert_eq!(
+            decode_published(&published, &opmap),
+            serde_json::from_str::<Map<String, Value>>(&format1).unwrap(),
+            "{published} against {format1}"
+        );
         (call, host)
     }
 }
@@ -1488,7 +1499,7 @@ fn aborted_stream_publishes_in_log_phase() {
     assert_eq!(host.calls.publications, 1);
     let r = call.record(Some(5_000_000));
     let mut published = String::new();
-    r.write_json(&mut published);
+    r.write_published(&mut published);
     assert_eq!(host.published, [published]);
     assert_eq!(r.duration_us, Some(4000));
     assert_eq!(r.ttfb_us, None);

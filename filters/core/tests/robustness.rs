@@ -133,7 +133,7 @@ fn calls_survive_random_bodies() {
         // the record under its short names.
         if call.response_complete() {
             let mut published = String::new();
-            r.write_json(&mut published);
+            r.write_published(&mut published);
             assert_eq!(host.published, [published]);
         }
         let text = r.to_json();

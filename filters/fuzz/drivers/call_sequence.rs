@@ -53,7 +53,7 @@
 //! - the record is the same when each body arrives as one chunk read with
 //!   the default window.
 
-use super::common::{number, operation_map, pieces, section};
+use super::common::{number, operation_map, pieces, protocol_text, section};
 use wirelens_core::base64::Base64Decoder;
 use wirelens_core::body::DEFAULT_READ_WINDOW;
 use wirelens_core::headers::iter_serialized;
@@ -388,12 +388,9 @@ fn check_record(input: &Input, outcome: &Outcome, record: &str) {
     let Outcome {
         request, response, ..
     } = outcome;
-    let protocol = record
-        .strip_prefix(&format!("{{\"{}\":\"", wire::PROTOCOL))
-        .and_then(|rest| rest.split('"').next())
+    let protocol = protocol_text(record)
         .and_then(protocol_named)
         .unwrap_or_else(|| panic!("no protocol: {record}"));
-    assert!(record.ends_with('}'), "{record}");
     assert_eq!(
         number(record, wire::REQ_BODY_SIZE),
         Some(request.bytes),

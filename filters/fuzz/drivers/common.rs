@@ -51,12 +51,16 @@ pub fn pieces<'b>(body: &'b [u8], chunks: &[u8]) -> Vec<&'b [u8]> {
     out
 }
 
-/// The number a record holds under `key` (its short name), if any.
+/// The number a published record holds for `key` (its short name), if any.
 pub fn number(record: &str, key: &str) -> Option<u64> {
-    let at = record.find(&format!("\"{key}\":"))? + key.len() + 3;
-    let digits: String = record[at..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().ok()
+    // The published record (format 2): values by position (names::published).
+    let at = wirelens_core::names::published::FIELDS
+        .iter()
+        .position(|(wire, _)| *wire == key)?;
+    record.split(',').nth(at)?.parse().ok()
+}
+
+/// The published record's protocol (its first value), if it has one.
+pub fn protocol_text(record: &str) -> Option<&str> {
+    record.split(',').next().filter(|p| !p.is_empty())
 }

@@ -335,6 +335,7 @@ mod tests {
     /// with `config`; returns what `on_configure` answered.
     fn configure(config: &str) -> bool {
         reset(config);
+        CONFIGURED.with(|c| *c.borrow_mut() = config.to_string());
         PLUGIN.with(|r| {
             let mut root = r.borrow_mut();
             *root = Root {
@@ -416,21 +417,35 @@ mod tests {
         host(|h| h.calls) - before
     }
 
-    /// The published properties, each record's short names spelled out as
-    /// the attribute names the Collector expands them to, so assertions
-    /// read like rows (the values here never contain a `"name":` pattern).
+    thread_local! {
+        /// The plugin configuration `configure` was last given: its map restores the labels.
+        static CONFIGURED: RefCell<String> = const { RefCell::new(String::new()) };
+    }
+
+    /// The published properties, each record decoded as the Collector
+    /// expands it (the labels restored from the configured map) and written
+    /// as JSON under the attribute names in record order, so assertions read
+    /// like rows.
     fn take_properties() -> Vec<(String, Vec<u8>)> {
+        let config = CONFIGURED.with(|c| c.borrow().clone());
+        let map = wirelens_core::OpMap::from_json(config.as_bytes()).unwrap_or_default();
         let expand = |record: Vec<u8>| {
-            let mut text = String::from_utf8(record).unwrap();
+            let text = String::from_utf8(record).unwrap();
+            let decoded = wirelens_core::record::decode_published(&text, &map);
+            let mut out = String::from("{");
             for (wire, attribute) in WIRE_KEYS.iter().zip(KEYS) {
-                for lead in ['{', ','] {
-                    text = text.replace(
-                        &format!("{lead}\"{wire}\":"),
-                        &format!("{lead}\"{attribute}\":"),
-                    );
+                if let Some(v) = decoded.get(*wire) {
+                    if out.len() > 1 {
+                        out.push(',');
+                    }
+                    out.push_str(&format!("\"{attribute}\":{v}"));
                 }
             }
-            text.into_bytes()
+            if let Some(v) = decoded.get(wirelens_core::names::published::KEY) {
+                out.push_str(&format!(",\"{}\":{v}", wirelens_core::names::published::KEY_ATTRIBUTE));
+            }
+            out.push('}');
+            out.into_bytes()
         };
         host(|h| std::mem::take(&mut h.properties))
             .into_iter()

@@ -266,39 +266,49 @@ impl Expect {
     }
 }
 
-/// Parses a published record: one compact JSON object, keys in the
-/// documented order.
+/// Parses a published record (format 2: values by position, filters/README.md
+/// "The record object"), keyed by attribute name; its operation map key as
+/// `wirelens.opmap.key` ([`assert_record`] expects it in place of the four
+/// labels it stands for).
 pub fn parse_record(raw: &[u8]) -> Map<String, Value> {
+    use wirelens_core::names::published;
     let text = std::str::from_utf8(raw).expect("record is UTF-8");
-    let v: Value =
-        serde_json::from_str(text).unwrap_or_else(|e| panic!("record is not JSON ({e}): {text}"));
-    let Value::Object(published) = v else {
-        panic!("record is not an object: {text}")
-    };
-    // Published under short names; the Collector expands them.
-    let m: Map<String, Value> = published
+    assert!(!text.starts_with('{'), "published as format 1 (JSON): {text}");
+    assert!(!text.ends_with(','), "trailing empty values are left off: {text}");
+    let decoded = wirelens_core::record::decode_published(text, &wirelens_core::OpMap::empty());
+    decoded
         .into_iter()
         .map(|(k, v)| {
-            let name = wirelens_core::names::attribute_name(&k)
-                .unwrap_or_else(|| panic!("unknown short name {k} in {text}"));
+            let name = if k == published::KEY {
+                published::KEY_ATTRIBUTE
+            } else {
+                wirelens_core::names::attribute_name(&k)
+                    .unwrap_or_else(|| panic!("unknown short name {k} in {text}"))
+            };
             (name.to_string(), v)
         })
-        .collect();
-    assert_compact(text);
-    let positions: Vec<usize> = m
-        .keys()
-        .map(|k| {
-            KEY_ORDER
-                .iter()
-                .position(|o| o == k)
-                .unwrap_or_else(|| panic!("unknown key {k} in {text}"))
-        })
-        .collect();
-    assert!(
-        positions.windows(2).all(|w| w[0] < w[1]),
-        "keys out of the documented order: {text}"
-    );
-    m
+        .collect()
+}
+
+/// The expectation as published: `rpc.service`, `rpc.method`,
+/// `wirelens.streaming` and `http.route` are constant per operation and rule,
+/// so the record carries their key instead (the Collector restores them).
+pub fn as_published(mut want: Map<String, Value>) -> Map<String, Value> {
+    let text = |want: &mut Map<String, Value>, k: &str| match want.remove(k) {
+        Some(Value::String(s)) => s,
+        _ => String::new(),
+    };
+    let service = text(&mut want, "rpc.service");
+    let method = text(&mut want, "rpc.method");
+    let streaming = text(&mut want, "wirelens.streaming");
+    let route = text(&mut want, "http.route");
+    if let Some(Value::String(op)) = want.get("wirelens.operation") {
+        if op != "unknown" {
+            let key = wirelens_core::opmap::labels_key(op, &service, &method, &streaming, &route);
+            want.insert("wirelens.opmap.key".into(), Value::String(key));
+        }
+    }
+    want
 }
 
 /// No whitespace outside strings; inside strings, every control character
@@ -335,7 +345,7 @@ pub fn assert_compact(text: &str) {
 
 /// Compares a record with the expectation, key by key.
 pub fn assert_record(got: &Map<String, Value>, want: &Expect) {
-    let want = want.to_json();
+    let want = as_published(want.to_json());
     for (k, w) in &want {
         match got.get(k) {
             Some(g) => assert_eq!(
@@ -352,10 +362,11 @@ pub fn assert_record(got: &Map<String, Value>, want: &Expect) {
             got[k]
         );
     }
+    // The order is the record's positions (decode_published follows them).
     assert_eq!(
-        got.keys().collect::<Vec<_>>(),
-        want.keys().collect::<Vec<_>>(),
-        "key order"
+        got.keys().collect::<std::collections::BTreeSet<_>>(),
+        want.keys().collect::<std::collections::BTreeSet<_>>(),
+        "keys"
     );
 }
 

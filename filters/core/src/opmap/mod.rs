@@ -12,9 +12,11 @@ use std::hash::BuildHasherDefault;
 
 use prost_reflect::{DescriptorPool, MessageDescriptor};
 
+mod key;
 mod parse;
 mod template;
 
+pub use key::{labels_key, KEY_LEN};
 pub use parse::{derive_operation, split_grpc_path};
 pub use template::HttpRule;
 
@@ -72,6 +74,8 @@ pub struct Operation {
     pub types: Option<MessageTypes>,
     /// The operation's main REST rule (its first), if any.
     pub main_rule: Option<usize>,
+    /// The key of its labels without a route ([`labels_key`]): a gRPC call's.
+    pub key: String,
 }
 
 /// The request and response message types of an operation.

@@ -3,7 +3,7 @@
 //! errors that name the offending field.
 
 use super::template::HttpRule;
-use super::{FixedState, MessageTypes, OpMap, Operation, Streaming, UNKNOWN_OPERATION};
+use super::{labels_key, FixedState, MessageTypes, OpMap, Operation, Streaming, UNKNOWN_OPERATION};
 use crate::validate::{check_fields, err, type_name, ConfigError};
 use prost_reflect::{DescriptorPool, MessageDescriptor};
 use serde_json::{Map, Value};
@@ -251,6 +251,13 @@ impl OpMap {
                 Ok(mut rule) => {
                     rule.body = body;
                     rule.response_body = response_body;
+                    rule.key = labels_key(
+                        &operation,
+                        &rpc_service,
+                        &rpc_method,
+                        streaming.map_or("", Streaming::as_str),
+                        &rule.pattern,
+                    );
                     rule
                 }
                 Err(e) => {
@@ -275,7 +282,15 @@ impl OpMap {
                 .push(idx);
             self.rules.push(rule);
         }
+        let key = labels_key(
+            &operation,
+            &rpc_service,
+            &rpc_method,
+            streaming.map_or("", Streaming::as_str),
+            "",
+        );
         self.ops.push(Operation {
+            key,
             operation,
             rpc_service,
             rpc_method,

@@ -37,6 +37,8 @@ pub struct HttpRule {
     pub body: Option<String>,
     /// `response_body` of the rule, when set.
     pub response_body: Option<String>,
+    /// The key of its operation's labels with this route ([`labels_key`](super::labels_key)): a REST call's.
+    pub key: String,
     segs: Vec<Seg>,
     verb: Option<String>,
     /// Variables: field path and the segments they cover (`end` past the
@@ -55,6 +57,7 @@ impl HttpRule {
             op,
             body: None,
             response_body: None,
+            key: String::new(),
             segs,
             verb,
             vars,
