@@ -3,9 +3,11 @@
 As the OpenTelemetry Collector's mdatagen generates a component from its
 metadata.yaml, this writes from the record's table:
 
-  filters/core/src/names.rs        whole: keys::*, wire::*, KEYS, WIRE_KEYS, attribute_name
-  collector/config.yaml            transform/wirelens_record: one OTTL line per field, for
-                                   logs and for spans (Int(...) for int and bool fields)
+  filters/core/src/names.rs        whole: keys::*, wire::*, KEYS, WIRE_KEYS, published::* (the
+                                   positions of format 2), attribute_name
+  collector/config.yaml            transform/wirelens_record: format 2 read by position into the
+                                   cache, then one OTTL line per field, for logs and for spans
+                                   (Int(...) for int and bool fields, Double(...) for numbers)
   queries/schema/001_requests.sql  the record's columns of wirelens.requests, the view's
                                    lines for them, one ADD COLUMN IF NOT EXISTS per column
   filters/README.md                the table of "The record object"
@@ -379,11 +381,12 @@ def view_lines(fields) -> list[str]:
 
 
 def docs_table(record: Record) -> list[str]:
-    rows = ["| key | type | group | definition | published as |", "|---|---|---|---|---|"]
+    rows = ["| key | type | group | definition | position | short name |", "|---|---|---|---|---|---|"]
     for f in record.fields:
         group = ", ".join([f"`{f.group}`"] * bool(f.group) + ["gRPC family"] * f.grpc_family)
+        at = str(record.positions.index(f.wire)) if f.wire in record.positions else "restored"
         rows.append(f"| `{f.attribute}` | {f.docs_type} |{f' {group} ' if group else ' '}| {f.description} "
-                    f"| `{f.wire}` |")
+                    f"| {at} | `{f.wire}` |")
     return rows
 
 

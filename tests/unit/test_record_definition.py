@@ -120,7 +120,7 @@ def test_a_field_added_to_the_table_reaches_every_copy(tree):
     assert "    test_size              Nullable(UInt32),\n" in sql
     assert f"ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS test_size Nullable(UInt32) AFTER {last};" in sql
     assert "toUInt32OrNull(attr('wirelens.test.size'))" in sql
-    assert "| `wirelens.test.size` | number | `framing` | a field of this test. | `zz` |" \
+    assert f"| `wirelens.test.size` | number | `framing` | a field of this test. | {at} | `zz` |" \
         in (tree / recordgen.DOCS).read_text()
     assert run("--check", "--root", str(tree)).returncode == 0
 

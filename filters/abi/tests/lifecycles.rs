@@ -1143,7 +1143,10 @@ fn record_escapes_configured_names() {
     assert_record(&record, &want);
     let raw = std::str::from_utf8(&props[0].value).unwrap();
     // Format 2: the name as configured, only `,` and `%` escaped.
-    assert!(raw.starts_with("rest-proto,we\"ird\\op\u{1}é%2C100%25,"), "{raw}");
+    assert!(
+        raw.starts_with("rest-proto,we\"ird\\op\u{1}é%2C100%25,"),
+        "{raw}"
+    );
     finish_clean(&mut vm, ctx);
 }
 

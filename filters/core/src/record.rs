@@ -132,8 +132,22 @@ impl Record<'_> {
             w.number(pos::RESP_MESSAGES, response.messages);
             if self.fields.contains(Fields::MESSAGE_SIZES) {
                 let sizes = [
-                    (request, [pos::REQ_MESSAGE_BYTES, pos::REQ_MESSAGE_MIN, pos::REQ_MESSAGE_MAX]),
-                    (response, [pos::RESP_MESSAGE_BYTES, pos::RESP_MESSAGE_MIN, pos::RESP_MESSAGE_MAX]),
+                    (
+                        request,
+                        [
+                            pos::REQ_MESSAGE_BYTES,
+                            pos::REQ_MESSAGE_MIN,
+                            pos::REQ_MESSAGE_MAX,
+                        ],
+                    ),
+                    (
+                        response,
+                        [
+                            pos::RESP_MESSAGE_BYTES,
+                            pos::RESP_MESSAGE_MIN,
+                            pos::RESP_MESSAGE_MAX,
+                        ],
+                    ),
                 ];
                 for (st, [bytes, min, max]) in sizes {
                     w.number(bytes, st.message_bytes);
@@ -396,19 +410,32 @@ pub fn decode_published(
     }
     let mut m = serde_json::Map::new();
     let values: Vec<&str> = text.split(',').collect();
-    assert!(values.len() <= published::LEN, "more positions than {}: {text}", published::LEN);
+    assert!(
+        values.len() <= published::LEN,
+        "more positions than {}: {text}",
+        published::LEN
+    );
     for (value, (wire, kind)) in values.iter().zip(published::FIELDS) {
         if value.is_empty() {
             continue;
         }
         let v = match kind {
             "string" => Value::from(value.replace("%2C", ",").replace("%25", "%")),
-            "number" => Value::from(value.parse::<f64>().unwrap_or_else(|e| panic!("{wire}: {e}: {text}"))),
-            _ => Value::from(value.parse::<u64>().unwrap_or_else(|e| panic!("{wire}: {e}: {text}"))),
+            "number" => Value::from(
+                value
+                    .parse::<f64>()
+                    .unwrap_or_else(|e| panic!("{wire}: {e}: {text}")),
+            ),
+            _ => Value::from(
+                value
+                    .parse::<u64>()
+                    .unwrap_or_else(|e| panic!("{wire}: {e}: {text}")),
+            ),
         };
         m.insert(wire.to_string(), v);
     }
-    let (Some(Value::String(op)), Some(Value::String(key))) = (m.get(wire::OPERATION), m.get(published::KEY))
+    let (Some(Value::String(op)), Some(Value::String(key))) =
+        (m.get(wire::OPERATION), m.get(published::KEY))
     else {
         return m;
     };

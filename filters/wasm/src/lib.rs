@@ -442,7 +442,10 @@ mod tests {
                 }
             }
             if let Some(v) = decoded.get(wirelens_core::names::published::KEY) {
-                out.push_str(&format!(",\"{}\":{v}", wirelens_core::names::published::KEY_ATTRIBUTE));
+                out.push_str(&format!(
+                    ",\"{}\":{v}",
+                    wirelens_core::names::published::KEY_ATTRIBUTE
+                ));
             }
             out.push('}');
             out.into_bytes()

@@ -273,8 +273,14 @@ impl Expect {
 pub fn parse_record(raw: &[u8]) -> Map<String, Value> {
     use wirelens_core::names::published;
     let text = std::str::from_utf8(raw).expect("record is UTF-8");
-    assert!(!text.starts_with('{'), "published as format 1 (JSON): {text}");
-    assert!(!text.ends_with(','), "trailing empty values are left off: {text}");
+    assert!(
+        !text.starts_with('{'),
+        "published as format 1 (JSON): {text}"
+    );
+    assert!(
+        !text.ends_with(','),
+        "trailing empty values are left off: {text}"
+    );
     let decoded = wirelens_core::record::decode_published(text, &wirelens_core::OpMap::empty());
     decoded
         .into_iter()

@@ -20,7 +20,13 @@ const ALPHABET: &[u8; 32] = b"0123456789abcdefghijklmnopqrstuv";
 /// (64-bit) over each value's byte length (4 bytes, little-endian) and bytes,
 /// in that order; its top 20 bits in 4 base32 characters. `streaming` and
 /// `route` are `""` when absent (a gRPC call's labels have no route).
-pub fn labels_key(operation: &str, service: &str, method: &str, streaming: &str, route: &str) -> String {
+pub fn labels_key(
+    operation: &str,
+    service: &str,
+    method: &str,
+    streaming: &str,
+    route: &str,
+) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for part in [operation, service, method, streaming, route] {
         let len = (part.len() as u32).to_le_bytes();
@@ -43,9 +49,36 @@ mod tests {
     fn vectors() {
         assert_eq!(labels_key("", "", "", "", ""), "tq2v");
         let cases = [
-            (("hello.SayHello", "wirelens.v1.Hello", "SayHello", "unary", ""), "igg4"),
-            (("hello.SayHello", "wirelens.v1.Hello", "SayHello", "unary", "/v1/hello"), "dnjv"),
-            (("catalog.GetProduct", "wirelens.v1.Catalog", "GetProduct", "unary", "/v1/products/{id}"), "feno"),
+            (
+                (
+                    "hello.SayHello",
+                    "wirelens.v1.Hello",
+                    "SayHello",
+                    "unary",
+                    "",
+                ),
+                "igg4",
+            ),
+            (
+                (
+                    "hello.SayHello",
+                    "wirelens.v1.Hello",
+                    "SayHello",
+                    "unary",
+                    "/v1/hello",
+                ),
+                "dnjv",
+            ),
+            (
+                (
+                    "catalog.GetProduct",
+                    "wirelens.v1.Catalog",
+                    "GetProduct",
+                    "unary",
+                    "/v1/products/{id}",
+                ),
+                "feno",
+            ),
             (("x", "", "", "", "/a,b%"), "bkjm"),
         ];
         for ((o, s, m, st, r), want) in cases {
@@ -53,6 +86,9 @@ mod tests {
             assert_eq!(got, want, "{o} {r}");
         }
         // Each value's length is hashed: moving a byte between values changes the key.
-        assert_ne!(labels_key("ab", "c", "", "", ""), labels_key("a", "bc", "", "", ""));
+        assert_ne!(
+            labels_key("ab", "c", "", "", ""),
+            labels_key("a", "bc", "", "", "")
+        );
     }
 }
