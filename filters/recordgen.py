@@ -29,6 +29,7 @@ filter's part too: envoy/wiring.py record_short_names(), bench/ingest.py, tests.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from dataclasses import dataclass
@@ -231,6 +232,25 @@ def _published(raw, fields: list[Field]) -> tuple[Key, tuple[str, ...], tuple[st
     if missing or key.wire not in positions:
         raise RecordError(f"{where}: neither published nor restored: {missing or [key.wire]}")
     return key, tuple(positions), tuple(restored)
+
+
+def decode_published(text: str, root: Path = ROOT) -> dict[str, object]:
+    """A published record as the Collector reads it, by short name: format 1 (JSON) or format 2 (values
+    by position, `%2C`/`%25` escaped in text, an empty value absent). For tests and tools that read
+    records from an access log; the four restored labels stay behind the key (`ok`)."""
+    if text.startswith("{"):
+        return json.loads(text)
+    out: dict[str, object] = {}
+    values = text.split(",")
+    for i, wire, kind in load(root).published():
+        if i >= len(values) or values[i] == "":
+            continue
+        value = values[i]
+        if kind == "string":
+            out[wire] = value.replace("%2C", ",").replace("%25", "%")
+        else:
+            out[wire] = float(value) if kind == "number" else int(value)
+    return out
 
 
 def short_names(root: Path = ROOT) -> dict[str, str]:

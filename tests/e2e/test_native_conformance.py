@@ -35,6 +35,7 @@ import pytest
 
 from deploy.local import stack
 from envoy import wiring
+from filters import recordgen
 from tests.e2e import bare_envoy
 from wirelens_helpers.ports import free_ports
 from wirelens_helpers.wait import wait_for
@@ -193,7 +194,7 @@ def test_filter_state_write_replaces_and_is_printed_verbatim(conformance_run):
 
 def test_the_record_counts_what_the_callbacks_answered(conformance_run):
     entry, report, envoy = conformance_run
-    record = json.loads(entry["record"])
+    record = recordgen.decode_published(entry["record"])
     size = lambda m: sum(len(bytes.fromhex(k)) + len(bytes.fromhex(v)) for k, v in m["entries"])  # noqa: E731
     assert record["qh"] == size(hooks(report, "request_headers")[0]["headers"]["request_headers"])
     assert record["sh"] == size(hooks(report, "response_headers")[0]["headers"]["response_headers"])

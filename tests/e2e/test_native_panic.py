@@ -26,6 +26,7 @@ import pytest
 
 from deploy.local import stack
 from envoy import wiring
+from filters import recordgen
 from tests.e2e import bare_envoy
 from wirelens_helpers import supervise
 from wirelens_helpers.ports import free_ports
@@ -95,7 +96,7 @@ def records(access_log) -> dict[str, dict]:
     for line in access_log.read_text().splitlines():
         entry = json.loads(line)
         record = entry.get("record")
-        out[entry["case"]] = json.loads(record) if record and record != "-" else {}
+        out[entry["case"]] = recordgen.decode_published(record) if record and record != "-" else {}
     return out
 
 
