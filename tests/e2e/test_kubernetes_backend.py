@@ -210,15 +210,22 @@ def test_cluster_configs_carry_a_record_into_wirelens_requests(tmp_path, process
                            "wirelens.run_id": "k8s-config",
                            "wirelens.request_id": "k8s-config-1", "http.request.method": "POST",
                            "http.response.status_code": "200", "network.protocol.version": "HTTP/1.1"}}
+    # The same call as the current filter publishes it (record format 2: by position, the operation map's key
+    # instead of the four labels), which the Collector's copy of the map (ConfigMap otel-collector-opmap) restores.
+    from tests.e2e.test_record_formats import format2  # noqa: PLC0415
+    line2 = {**line, "attributes": {**line["attributes"], "wirelens.request_id": "k8s-config-2",
+                                    "wirelens.record": format2(record)}}
     access_log = tmp_path / "access.jsonl"
-    access_log.write_text(json.dumps(line) + "\n")
+    access_log.write_text(json.dumps(line) + "\n" + json.dumps(line2) + "\n")
     log = tmp_path / "logship.log"
     logs.append(log)
     processes.append(subprocess.Popen(
         [str(BIN / "logship"), "-file", str(access_log), "-endpoint", f"127.0.0.1:{otlp_port}"],
         stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True))
-    sql = ("SELECT protocol, operation, grpc_status, request_header_bytes, request_body_bytes, "
-           "response_body_bytes, duration_us FROM wirelens.requests FINAL WHERE run_id = 'k8s-config' "
-           "FORMAT TabSeparated")
-    wait_for_it("the record in wirelens.requests", lambda: query(sql).strip() != "")
-    assert query(sql).strip().split("\t") == ["grpc-web", "hello.SayHello", "0", "311", "17", "29", "850"]
+    sql = ("SELECT request_id, protocol, operation, rpc_service, rpc_method, streaming, grpc_status, "
+           "request_header_bytes, request_body_bytes, response_body_bytes, duration_us FROM wirelens.requests FINAL "
+           "WHERE run_id = 'k8s-config' ORDER BY request_id FORMAT TabSeparated")
+    wait_for_it("both records in wirelens.requests", lambda: len(query(sql).strip().splitlines()) == 2)
+    same = ["grpc-web", "hello.SayHello", "wirelens.v1.Hello", "SayHello", "unary", "0", "311", "17", "29", "850"]
+    assert [row.split("\t") for row in query(sql).strip().splitlines()] == [["k8s-config-1", *same],
+                                                                           ["k8s-config-2", *same]]

@@ -220,6 +220,37 @@ def test_collector_config_map_is_the_real_collector_config():
     assert used <= env, f"not set on the Collector: {sorted(used - env)}"
 
 
+def test_the_collectors_restore_the_labels_from_the_filters_operation_map():
+    """Record format 2 leaves rpc.service, rpc.method, wirelens.streaming and http.route to the Collector's copy of
+    the operation map: the ConfigMap otel-collector-opmap holds collector.opmap's fragment of the very map the
+    WasmPlugin gives the filter, and every Collector that writes rows (the single one, the tier's gateways) is
+    started with it as the --config after collector/config.yaml and kubernetes.yaml."""
+    from collector import opmap
+
+    plugin_config = load("deploy/istio/wasmplugin.yaml")["spec"]["pluginConfig"]
+    expected = opmap.fragment([plugin_config])
+    committed = (ROOT / "deploy" / "kubernetes" / "collector" / "opmap.yaml").read_text()
+    assert committed == expected, ("deploy/kubernetes/collector/opmap.yaml is not the fragment of the WasmPlugin's "
+                                   "map: python -m collector.opmap build/opmap.json -o "
+                                   "deploy/kubernetes/collector/opmap.yaml")
+    assert 'where log.attributes["wirelens.opmap.key"] ==' in committed  # restores something
+    for directory, kind, name in (("deploy/kubernetes", "Deployment", "otel-collector"),
+                                  ("deploy/kubernetes-tier", "StatefulSet", "otel-gateway")):
+        docs = kustomize(directory)
+        assert find(docs, "ConfigMap", "otel-collector-opmap")["data"] == {"opmap.yaml": expected}
+        pod = find(docs, kind, name)["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        volumes = {v["name"]: re.sub(r"-[a-z0-9]{10}$", "", v["configMap"]["name"])
+                   for v in pod["volumes"] if "configMap" in v}
+        configs = []
+        for arg in container["args"]:
+            path = arg.removeprefix("--config=")
+            (mount,) = [m for m in container["volumeMounts"] if path.startswith(m["mountPath"] + "/")]
+            configs.append((volumes[mount["name"]], path.rsplit("/", 1)[1]))
+        assert configs == [("otel-collector-config", "config.yaml"), ("otel-collector-kubernetes", "kubernetes.yaml"),
+                           ("otel-collector-opmap", "opmap.yaml")], (directory, configs)
+
+
 def test_network_policies_let_only_proxies_reach_the_collector_and_only_it_reach_clickhouse():
     docs = kustomize("deploy/kubernetes")
     policies = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "NetworkPolicy"}
