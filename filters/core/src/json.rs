@@ -49,6 +49,9 @@ pub fn cut_utf8(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
+/// The separators a positional record needs at most at once (a run of absent values).
+const COMMAS: &str = ",,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,";
+
 /// Appends `n` in decimal.
 pub fn push_u64(out: &mut String, mut n: u64) {
     let mut buf = [0u8; 20];
@@ -61,8 +64,9 @@ pub fn push_u64(out: &mut String, mut n: u64) {
             break;
         }
     }
-    for &d in &buf[i..] {
-        out.push(d as char);
+    // One push_str: a push per digit re-encodes UTF-8 and checks capacity each time.
+    if let Ok(digits) = std::str::from_utf8(&buf[i..]) {
+        out.push_str(digits);
     }
 }
 
@@ -137,8 +141,12 @@ impl<'a> PositionalWriter<'a> {
                 pos - last
             }
         };
-        for _ in 0..commas {
-            self.out.push(',');
+        // One push_str for the run of commas (an absent value is an empty one).
+        let mut left = commas;
+        while left > 0 {
+            let run = left.min(COMMAS.len());
+            self.out.push_str(&COMMAS[..run]);
+            left -= run;
         }
         self.last = Some(pos);
     }
