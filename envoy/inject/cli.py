@@ -6,6 +6,8 @@
     wirelens inject --ecds-dir /etc/envoy/wirelens envoy.yaml serve the filter through ECDS (live updates)
     wirelens inject --update-ecds --ecds-dir DIR --sample-rate 0.1   change it live
     wirelens inject --update-ecds --ecds-dir DIR --counterfactual-rate 1   size every recorded call's payloads
+    wirelens inject --collector-config collector-opmap.yaml envoy.yaml > envoy-wirelens.yaml
+                                                              also write the Collector's copy of the operation map
 
 In every HTTP connection manager of the bootstrap's static listeners (or
 those named with --listener) it puts the wirelens filter first among
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import sys
 from pathlib import Path
 
@@ -98,6 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="otlp: Envoy's OTel access logger to the Collector (default); file: JSON lines for "
                             "logship, nothing lost while the Collector is down")
     where.add_argument("--access-log-path", metavar="FILE", help="with --access-log file: the JSON-lines file")
+    where.add_argument("--collector-config", metavar="FILE",
+                       help="also write FILE: the Collector's copy of the operation map injected (python -m "
+                            "collector.opmap's fragment), which restores rpc.service, rpc.method, wirelens.streaming "
+                            "and http.route the filter's record leaves out. Pass it to your Collector as a --config "
+                            "after collector/config.yaml, and restart the Collector before the Envoys get a new map")
     where.add_argument("--service-name", default=wiring.SERVICE_NAME,
                        help="service.name of the spans when wirelens adds the tracer (default %(default)s)")
     where.add_argument("--trace-sampling", type=float, default=100.0, metavar="PERCENT",
@@ -165,8 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.ecds_ads and not args.ecds_dir:
             parser.error("--ecds-ads needs --ecds-dir (where the resources to serve are written)")
         if args.update_ecds:
-            if not args.ecds_dir or args.diff or args.config:
-                parser.error("--update-ecds takes --ecds-dir and the settings to change, no config or --diff")
+            if not args.ecds_dir or args.diff or args.config or args.collector_config:
+                parser.error("--update-ecds takes --ecds-dir and the settings to change, no config, --diff or "
+                             "--collector-config (the settings it changes leave the operation map as it is)")
             report, written = update_ecds(Path(args.ecds_dir).resolve(), options_from(args),
                                           bool(args.wasm or args.native), module_named=bool(args.module))
             for note in report.notes:
@@ -175,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not args.config:
             parser.error("the Envoy config to change is missing")
+        if args.collector_config and (args.remove or args.diff):
+            parser.error("--collector-config is written when the filter is injected: not with --remove or --diff")
         text = sys.stdin.read() if args.config == "-" else _read(args.config)
         doc = parse(text, args.config)
         if args.remove:
@@ -195,6 +206,11 @@ def main(argv: list[str] | None = None) -> int:
         if not args.remove and options.ecds_dir is not None and not args.diff:
             for path in write_ecds(options.ecds_dir, report.ecds_resources, options.code):
                 say(f"wrote {path}")
+        if args.collector_config:
+            path = Path(args.collector_config)
+            write_atomically(path, collector_config(report.plugin_configurations).encode())
+            say(f"wrote {path}: the Collector's copy of the operation map; start your Collector with "
+                f"--config collector/config.yaml --config {path} (envoy/INJECT.md, \"Upgrading\")")
         if args.diff:
             sys.stdout.writelines(difflib.unified_diff(
                 text.splitlines(keepends=True), out.splitlines(keepends=True),
@@ -207,6 +223,13 @@ def main(argv: list[str] | None = None) -> int:
     except InjectError as exc:
         say(f"error: {exc}")
         return 1
+
+
+def collector_config(configurations: list[str]) -> str:
+    """The Collector's config fragment (collector/opmap.py) for the plugin configurations injected (JSON texts)."""
+    from collector import opmap  # noqa: PLC0415
+
+    return opmap.fragment([json.loads(text) for text in dict.fromkeys(configurations)])
 
 
 def _read(path: str) -> str:

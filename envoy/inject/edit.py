@@ -87,6 +87,7 @@ def inject_hcm(site: HcmSite, bootstrap: dict, options: Options, operation_map: 
     transcoded = is_transcoding(hcm)
     name = TRANSCODED_FILTER_NAME if transcoded else FILTER_NAME
     configuration = plugin_config(options, operation_map, transcoded)
+    report.plugin_configurations.append(configuration)
     code = options.code
     if options.ecds_dir is not None:
         code = ecds_module_path(options.ecds_dir, options.code)

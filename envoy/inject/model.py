@@ -96,6 +96,7 @@ class Report:
     injected: int = 0
     tracers_added: int = 0            # HCMs that got wirelens' tracer (it exports to the Collector cluster)
     ecds_resources: dict[str, dict] = dataclasses.field(default_factory=dict)
+    plugin_configurations: list[str] = dataclasses.field(default_factory=list)  # injected, one per HCM (JSON)
 
     def note(self, text: str) -> None:
         self.notes.append(text)

@@ -293,6 +293,45 @@ def test_diff_shows_only_the_change(tmp_path, wasm, capsys):
     assert not [line for line in out.splitlines() if line.startswith("+") and not line.startswith("+++")]
 
 
+def test_collector_config_is_the_operation_map_injected(tmp_path, wasm, capsys):
+    """--collector-config FILE: the Collector's copy of the map the filter got (collector/opmap.py's fragment),
+    which restores the labels record format 2 leaves out."""
+    from collector import opmap
+    from envoy.inject import cli
+
+    source = tmp_path / "envoy.yaml"
+    source.write_text(FRONT_PROXY)
+    fragment = tmp_path / "collector" / "opmap.yaml"
+    fragment.parent.mkdir()
+    code, out, err = run([str(source), "--wasm", str(wasm), "--descriptor-set", str(DESCRIPTORS),
+                          "--collector-config", str(fragment)], capsys)
+    assert code == 0, err
+    plugin = json.loads(hcm_of(load(out))["http_filters"][0]["typed_config"]["config"]["configuration"]["value"])
+    assert fragment.read_text() == opmap.fragment([plugin])
+    statements = load(fragment.read_text())["processors"][opmap.PROCESSOR]["log_statements"][0]["statements"]
+    key = opmap.labels_key("hello.SayHello", "wirelens.v1.Hello", "SayHello", "unary", "/v1/hello")
+    assert any(f'== "{key}" and log.attributes["wirelens.operation"] == "hello.SayHello"' in s and
+               '"http.route":"/v1/hello"' in s for s in statements), statements
+    assert f"wrote {fragment}" in err and "--config collector/config.yaml" in err
+    assert "--collector-config FILE" in cli.build_parser().format_help()
+    # Nothing injected: nothing written.
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("static_resources: {listeners: [], clusters: []}\n")
+    other = tmp_path / "other.yaml"
+    code, _, _ = run([str(bare), "--wasm", str(wasm), "--collector-config", str(other)], capsys)
+    assert code == 1 and not other.exists()
+    # Only where the filter is injected: not with --remove, --diff or --update-ecds.
+    for extra in (["--remove"], ["--diff"]):
+        with pytest.raises(SystemExit) as exit_info:
+            run([str(source), "--wasm", str(wasm), "--collector-config", str(other), *extra], capsys)
+        assert exit_info.value.code == 2 and "--collector-config" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        run(["--update-ecds", "--ecds-dir", str(tmp_path / "ecds"), "--sample-rate", "0.5",
+             "--collector-config", str(other)], capsys)
+    assert exit_info.value.code == 2 and "--collector-config" in capsys.readouterr().err
+    assert not other.exists()
+
+
 def test_ecds_serves_the_filter_from_a_file_and_updates_it(tmp_path, wasm, capsys):
     source = tmp_path / "envoy.yaml"
     source.write_text(FRONT_PROXY)
