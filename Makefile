@@ -284,7 +284,7 @@ filter-empty: rust-target ## the empty proxy-wasm filter (benchmark baseline) ->
 bench-filter: venv filter filter-empty proto bench-tools ## filter cost: no filter vs empty wasm vs wirelens (BENCH_ARGS="--quick", "--exporters both", ...)
 	@$(PY) -m bench.filter_cost --no-build $(BENCH_ARGS)
 
-bench-instructions: venv filter native filter-empty proto services bench-tools ## instructions per call under callgrind, Wasm and native builds, with and without the exporters (file log + tracer, every call or 1 % traced; Go services; REST, gRPC, 1,000-message stream), issue 29's targets, a 1 GiB stream's RSS per build; ~25 min (BENCH_ARGS="--quick", "--compare a=x.wasm", "--exporters on", ...)
+bench-instructions: venv filter native filter-empty proto services bench-tools ## instructions per call under callgrind, Wasm and native builds, with and without the exporters (file log + tracer, every call or 1 % traced; Go services; REST, gRPC, 1,000-message stream), issue 29's targets, a 1 GiB stream's RSS per build; 15-30 min here, --quick ~10 (BENCH_ARGS="--quick", "--compare a=x.wasm", "--exporters on", ...)
 	@$(PY) -m bench.filter_instructions --no-build $(BENCH_ARGS)
 
 bench-probes: venv filter filter-empty proto bench-tools rust-target ## what each kind of proxy-wasm host call costs Envoy (filters/empty probes next to the empty filter)
