@@ -9,40 +9,46 @@ every instruction Envoy executes (its own code, V8's compiled wasm, libc),
 whatever else the machine is doing. Two runs of the same build agree within
 0.2 %, so one run decides what filter_cost.py needs many for.
 
-The pipeline table (--exporters on, the default) measures the production
-shape: the ingress listener of envoy/envoy.yaml.tmpl (codec AUTO, a fresh
-x-request-id, the wasm filter, grpc_web, the router) with the exporters as
-shipped, built by envoy/wiring.py itself: the OpenTelemetry tracer with the
-record's span tags (span_tags()) and the access log (access_logger(): the
-JSON-lines FILE sink logship reads, fields from RECORD_FIELDS; or the OTLP
-access logger). The calls go to the project's Go services (bin/rest-server,
-bin/grpc-server, running natively: only the measured Envoy is counted); the
-tracer and the OTLP logger export to an upstream Envoy that answers OK.
+The table measures the production shape: the ingress listener of
+envoy/envoy.yaml.tmpl (codec AUTO, a fresh x-request-id, the filter, grpc_web,
+the router) with the exporters as shipped, built by envoy/wiring.py itself:
+the OpenTelemetry tracer with the record's span tags (span_tags()) and the
+access log (access_logger(): the JSON-lines FILE sink logship reads, fields
+from RECORD_FIELDS; or the OTLP access logger). The calls go to the project's
+Go services (bin/rest-server, bin/grpc-server, running natively: only the
+measured Envoy is counted); the tracer and the OTLP logger export to an
+upstream Envoy that answers OK. A filter build is a path: a .wasm runs as the
+proxy-wasm filter (wiring.wasm_filter), a .so as the native dynamic module
+(wiring.native_filter), with the same plugin configuration
+(counterfactual_rate 0 unless --counterfactual-rate).
 
-    none+exp      no wasm filter, access log (file) + tracer
+    none+exp      no filter, access log (file) + tracer tracing every call
     empty+exp     the empty proxy-wasm SDK filter (filters/empty), same exporters
-    wirelens+exp  build/wirelens_filter.wasm, same exporters
-    whatif+exp    the same build with counterfactual_rate 1: every call's
+    wirelens+exp  the Wasm build (build/wirelens_filter.wasm), same exporters
+    native+exp    the native build (build/native/libwirelens.so), same exporters
+    whatif+exp    the Wasm build with counterfactual_rate 1: every call's
                   payloads sized in the other encoding (docs/what-if.md); the
                   report prints its cost per sampled call over wirelens+exp
-    none+otlp, wirelens+otlp   the OTLP access logger instead of the file
-    NAME+exp      each --compare NAME=PATH build, in the +exp shape
+    X+exp1pct     the same with 1 % of calls traced (none, wirelens, native)
+    X             exporters off: the filter alone (none, wirelens, native)
+    none+otlp, wirelens+otlp   (--otlp) the OTLP access logger instead of the file
+    NAME+exp ...  each --compare NAME=PATH build, in the builds' shapes
 
 Loads: REST (HTTP/1.1 POST /v1/hello, JSON), unary gRPC
 (/wirelens.v1.Hello/SayHello) and a bidi stream (/wirelens.v1.Echo/BiStream:
 1,000 EchoRequest messages, each echoed; instructions per message, request
-and response messages both counted). --exporters off keeps the earlier
-filter-alone table (variants none, empty, wirelens; REST by a
-direct_response, gRPC by the upstream Envoy; no stream). Per variant: start
-it under callgrind, warm up every load (V8 compiles the module lazily and
-tiers up), then for each load zero the counters, send exactly the counted
-calls with h2load, dump the counters. Variants run --jobs at a time
-(valgrind runs a process on one core).
+and response messages both counted). Per variant: start it under callgrind,
+warm up every load (V8 compiles the module lazily and tiers up), then for
+each load zero the counters, send exactly the counted calls with h2load,
+dump the counters. Variants run --jobs at a time (valgrind runs a process
+on one core).
 
-The targets (issue 16) are printed as PASS/FAIL. The memory target (a 1 GiB
-stream must not grow Envoy's RSS by more than 1 MiB over no filter) is
-measured natively, not under callgrind, by bench/stream_memory.py, which this
-script runs after the table (--no-memory skips it).
+The targets (issue 29) are printed as PASS/FAIL, with each build's price in
+the pipeline split into the filter alone and the record's export. The memory
+target (a 1 GiB stream must not grow Envoy's RSS by more than 1 MiB over no
+filter, per build) is measured natively, not under callgrind, by
+bench/stream_memory.py, which this script runs after the table (--no-memory
+skips it).
 
 What it is not: time. An instruction of a cache-missing host call costs more
 than one of a tight loop, and a sleeping Envoy that is woken pays in time, not
