@@ -1,13 +1,17 @@
-//! A minimal compact-JSON object writer into a reused `String`.
+//! The record's writers into a reused `String`: [`PositionalWriter`], what
+//! the filter publishes (format 2), and, for tests and harnesses only
+//! (feature `test-support`), [`ObjectWriter`], the compact JSON of format 1.
 //!
 //! No spaces; strings escaped per RFC 8259 (`"` and `\` backslash-escaped,
 //! every control character U+0000–U+001F as `\u00XX`); integers in decimal.
 //! Input strings are `&str`, so the output is always valid UTF-8 (invalid
 //! bytes were already replaced by U+FFFD where the text was decoded).
 
+#[cfg(any(test, feature = "test-support"))]
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Appends `s` escaped (without the surrounding quotes).
+#[cfg(any(test, feature = "test-support"))]
 pub fn push_escaped(out: &mut String, s: &str) {
     let bytes = s.as_bytes();
     let mut start = 0;
@@ -70,12 +74,14 @@ pub fn push_u64(out: &mut String, mut n: u64) {
     }
 }
 
-/// Writes one JSON object member by member.
+/// Writes one JSON object member by member (format 1: tests and harnesses).
+#[cfg(any(test, feature = "test-support"))]
 pub struct ObjectWriter<'a> {
     out: &'a mut String,
     empty: bool,
 }
 
+#[cfg(any(test, feature = "test-support"))]
 impl<'a> ObjectWriter<'a> {
     /// Starts an object at the end of `out`.
     pub fn new(out: &'a mut String) -> Self {

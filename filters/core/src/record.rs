@@ -12,9 +12,12 @@ use crate::classify::Protocol;
 use crate::config::Fields;
 use crate::counterfactual::estimate::Counterfactual;
 use crate::frame::FrameStats;
-use crate::json::{cut_utf8, ObjectWriter, PositionalWriter};
-use crate::names::published::{self, pos};
-use crate::names::{keys, wire};
+#[cfg(any(test, feature = "test-support"))]
+use crate::json::ObjectWriter;
+use crate::json::{cut_utf8, PositionalWriter};
+use crate::names::published::pos;
+#[cfg(any(test, feature = "test-support"))]
+use crate::names::{keys, published, wire};
 use crate::opmap::{strip_query, Streaming};
 
 /// Most bytes of `url.path` published (UTF-8, before JSON escaping): enough
@@ -197,12 +200,14 @@ impl Record<'_> {
     /// [`KEYS`](crate::KEYS) order, unknown values and disabled groups
     /// omitted), replacing the contents of `out`. The Collector still reads
     /// it (a fleet upgrades Envoy by Envoy); tests and harnesses write it.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn write_json(&self, out: &mut String) {
         self.write_json_named(out, true);
     }
 
     /// The record as JSON, under the short names it is published with
     /// (`short`, [`wire`]) or under its attribute names ([`keys`]).
+    #[cfg(any(test, feature = "test-support"))]
     pub fn write_json_named(&self, out: &mut String, short: bool) {
         let n = |attribute: &'static str, wire: &'static str| if short { wire } else { attribute };
         out.clear();
@@ -383,6 +388,7 @@ impl Record<'_> {
 
     /// The record as a new JSON string under its attribute names, as the
     /// Collector expands it (tests, harnesses).
+    #[cfg(any(test, feature = "test-support"))]
     pub fn to_json(&self) -> String {
         let mut s = String::with_capacity(512);
         self.write_json_named(&mut s, false);
