@@ -39,10 +39,10 @@ from wirelens_helpers import supervise
 
 BUILD = ROOT / "build"
 OUT_DIR = BUILD / "bench"
-WIRELENS_WASM = BUILD / "wirelens_filter.wasm"
+WIRELENS_WASM = wiring.MODULE_FILES["wasm"]
 # The native build (filters/native, `make native`): an Envoy dynamic module, loaded by its path
 # (envoy/wiring.py's native_filter: module.local.filename).
-WIRELENS_NATIVE = BUILD / "native" / "libwirelens.so"
+WIRELENS_NATIVE = wiring.MODULE_FILES["native"]
 EMPTY_WASM = BUILD / "wirelens_empty_filter.wasm"
 # The Makefile's WASM_TARGET: both modules, so the comparison is like for like.
 WASM_TARGET = "wasm32-unknown-unknown"

@@ -16,6 +16,8 @@ from envoy import wiring
 from wirelens_helpers import supervise
 
 READY_S = 20.0
+# The native module built with the test-only features panic-probe and conformance (make native-probe).
+NATIVE_PROBE = stack.ROOT / "build" / "native-probe" / "libwirelens.so"
 ROUTER = {"name": "envoy.filters.http.router",
           "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}
 

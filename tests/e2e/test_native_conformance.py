@@ -40,8 +40,8 @@ from tests.e2e import bare_envoy
 from wirelens_helpers.ports import free_ports
 from wirelens_helpers.wait import wait_for
 
-PROBE = stack.ROOT / "build" / "native-probe" / "libwirelens.so"
-NATIVE = stack.ROOT / "build" / "native" / "libwirelens.so"
+PROBE = bare_envoy.NATIVE_PROBE
+NATIVE = wiring.MODULE_FILES["native"]
 DEADLINE_S = 20.0
 
 

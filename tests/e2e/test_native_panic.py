@@ -32,7 +32,7 @@ from wirelens_helpers import supervise
 from wirelens_helpers.ports import free_ports
 from wirelens_helpers.wait import wait_for
 
-PROBE = stack.ROOT / "build" / "native-probe" / "libwirelens.so"
+PROBE = bare_envoy.NATIVE_PROBE
 DEADLINE_S = 20.0
 HOOKS = ("request_headers", "request_body", "response_headers", "response_body", "response_trailers",
          "stream_complete")
