@@ -84,7 +84,13 @@ CREATE TABLE IF NOT EXISTS wirelens.requests
     downstream_wire_bytes_received   UInt64,
     downstream_wire_bytes_sent       UInt64,
     connection_id          UInt64,
-    stack                  LowCardinality(String)
+    stack                  LowCardinality(String),
+    -- When the row reached this table (not the call's time): the rollups'
+    -- refresh recomputes the minutes that rows inserted since its last run
+    -- fall in (004_rollups.sql). MATERIALIZED: no insert can set it, and
+    -- SELECT * leaves it out, so a copied row is a new insert.
+    inserted_at            DateTime64(3) MATERIALIZED now64(3) CODEC(Delta, ZSTD),
+    INDEX inserted_at_minmax inserted_at TYPE minmax GRANULARITY 1
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toDate(timestamp)
