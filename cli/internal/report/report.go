@@ -80,6 +80,7 @@ type Report struct {
 	JaegerURL     string
 	QueriesDir    string
 	Notes         []string  // about the report as a whole (missing queries, charts skipped)
+	Warnings      []string  // numbers the report cannot vouch for (rollup drift), said before everything else
 	Sampling      *Sampling // nil when the sampling query failed (a note says why)
 	Drops         *Drops    // calls the pipeline dropped in the window; nil when unknown (a note says why)
 	Latency       *Section
@@ -186,13 +187,14 @@ func Build(ctx context.Context, opt Options) (*Report, error) {
 	if opt.Source == "" {
 		opt.Source = SourceAuto
 	}
-	saved, note, err := chooseSource(ctx, ch, opt, saved, params)
+	saved, note, warnings, err := chooseSource(ctx, ch, opt, saved, params)
 	if err != nil {
 		return nil, err
 	}
 	if note != "" {
 		rep.Notes = append(rep.Notes, note)
 	}
+	rep.Warnings = append(rep.Warnings, warnings...)
 
 	// Latency distribution (built in).
 	lat, medians := latencySection(ctx, ch, params)

@@ -40,6 +40,13 @@ func WriteText(w io.Writer, rep *Report, format string) error {
 			fmt.Fprintf(&b, "  dropped     %s\n", wrap(line, 100, "              "))
 		}
 	}
+	for _, n := range rep.Warnings {
+		if tsv {
+			fmt.Fprintf(&b, "# warning: %s\n", n)
+		} else {
+			fmt.Fprintf(&b, "  WARNING: %s\n", wrap(n, 100, "           "))
+		}
+	}
 	for _, n := range rep.Notes {
 		if tsv {
 			fmt.Fprintf(&b, "# note: %s\n", n)

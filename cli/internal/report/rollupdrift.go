@@ -1,0 +1,337 @@
+package report
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Drift the report cannot correct when it answers from the rollups
+// (issue 30): the rollups are exact only when refreshable views recompute
+// them from wirelens.requests FINAL (queries/schema/004_rollups.sql). The
+// report warns when
+//   - a rollup is the old insert-fed form (a view fills it at insert, or its
+//     table is an AggregatingMergeTree): it counts every re-sent record again;
+//   - nothing refreshes a rollup, or its refresh fails, is stopped, or last
+//     succeeded long ago;
+//   - rows of the window reached wirelens.requests after the rollups'
+//     watermark: the rollups do not count them yet.
+// Two cheap queries: system tables (rollup_objects.sql) and one count over
+// the window by inserted_at (rollup_late.sql); no raw FINAL scan.
+
+// rollupDatabase holds the rollups, rollupTables are the tables the rollup
+// variants read (queries/rollup/*.sql).
+const rollupDatabase = "wirelens"
+
+var rollupTables = []string{"requests_by_minute", "requests_by_second"}
+
+// staleAfter is how many refresh periods may pass without a successful
+// refresh before the rollups count as lagging; minStale is its floor.
+const (
+	staleAfter = 3
+	minStale   = time.Minute
+)
+
+// rollupObject is one row of rollup_objects.sql: a rollup table or a view.
+type rollupObject struct {
+	Name          string
+	Engine        string
+	CreateQuery   string
+	RefreshStatus string     // system.view_refreshes.status; "" when not refreshable
+	LastSuccess   *time.Time // start of the latest successful refresh; nil: none since the server started
+	Exception     string     // the last failed refresh's error
+	Retry         int64
+}
+
+// rollupHealth is what the report learned about the rollups before reading them.
+type rollupHealth struct {
+	Objects   []rollupObject
+	Now       time.Time // the server's clock
+	Late      int64     // rows of the window inserted after Watermark; -1: unknown
+	Watermark time.Time // the lower of the rollups' newest as_of
+	LateErr   string    // why Late is unknown
+}
+
+var (
+	toTableRE = regexp.MustCompile("(?i)\\bTO\\s+`?(\\w+)`?\\.`?(\\w+)`?")
+	refreshRE = regexp.MustCompile(`(?i)\bREFRESH\s+(EVERY|AFTER)\s+(\d+)\s+(SECOND|MINUTE|HOUR|DAY)S?\b`)
+)
+
+// target is the rollup table a materialized view writes to ("" when none).
+func (o rollupObject) target() string {
+	m := toTableRE.FindStringSubmatch(o.CreateQuery)
+	if m == nil || m[1] != rollupDatabase {
+		return ""
+	}
+	for _, t := range rollupTables {
+		if m[2] == t {
+			return t
+		}
+	}
+	return ""
+}
+
+// refreshable reports whether a view is refreshable (REFRESH EVERY/AFTER)
+// and its period (0 when it could not be read).
+func (o rollupObject) refreshable() (bool, time.Duration) {
+	m := refreshRE.FindStringSubmatch(o.CreateQuery)
+	if m == nil {
+		return o.RefreshStatus != "", 0
+	}
+	n, _ := strconv.Atoi(m[2])
+	unit := map[string]time.Duration{"SECOND": time.Second, "MINUTE": time.Minute, "HOUR": time.Hour,
+		"DAY": 24 * time.Hour}[strings.ToUpper(m[3])]
+	return true, time.Duration(n) * unit
+}
+
+// oldForm reports whether the rollups are (partly) the insert-fed form.
+func (h rollupHealth) oldForm() bool {
+	for _, o := range h.Objects {
+		if o.Engine == "MaterializedView" && o.target() != "" {
+			if ok, _ := o.refreshable(); !ok {
+				return true
+			}
+		}
+		if o.Engine == "AggregatingMergeTree" || o.Engine == "SummingMergeTree" {
+			for _, t := range rollupTables {
+				if o.Name == t {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// warnings says what of the rollups' answers for the window cannot be
+// trusted, most serious first; none when they are exact. source is the
+// --source the report ran with (auto or rollup).
+func (h rollupHealth) warnings(source string) []string {
+	var out []string
+	tables := map[string]rollupObject{}
+	for _, o := range h.Objects {
+		if o.Engine != "MaterializedView" {
+			tables[o.Name] = o
+		}
+	}
+	var missing []string
+	for _, t := range rollupTables {
+		if _, ok := tables[t]; !ok {
+			missing = append(missing, rollupDatabase+"."+t)
+		}
+	}
+	if len(missing) > 0 {
+		out = append(out, fmt.Sprintf("%s missing: the rollup variants cannot answer; apply the schema "+
+			"(make up, or python -m deploy.local.stack apply-schema), or read with --source raw.",
+			strings.Join(missing, " and ")+map[bool]string{true: " is", false: " are"}[len(missing) == 1]))
+	}
+
+	// The old form: fed at insert, or merged by summing.
+	var old []string
+	for _, t := range rollupTables {
+		o, ok := tables[t]
+		if !ok {
+			continue
+		}
+		var how []string
+		if o.Engine != "ReplacingMergeTree" {
+			how = append(how, o.Engine)
+		}
+		for _, v := range h.Objects {
+			if v.Engine == "MaterializedView" && v.target() == t {
+				if ok, _ := v.refreshable(); !ok {
+					how = append(how, "fed at insert by "+rollupDatabase+"."+v.Name)
+				}
+			}
+		}
+		if len(how) > 0 {
+			old = append(old, fmt.Sprintf("%s.%s (%s)", rollupDatabase, t, strings.Join(how, ", ")))
+		}
+	}
+	if len(old) > 0 {
+		out = append(out, fmt.Sprintf("The rollups are the old insert-fed form: %s. They count every record "+
+			"the pipeline re-sent after a fault (logship or Collector restarts, retried inserts) again, so this "+
+			"report's counts and sums may be too high, by an amount it cannot tell. Apply the schema and migrate "+
+			"the rollups to the refreshed form (queries/README.md, \"Rollup\"); until then --source raw is exact "+
+			"and queries/rollup.py check shows the drift per day.", strings.Join(old, "; ")))
+	}
+
+	// The refreshes: one per rollup table, working and recent.
+	for _, t := range rollupTables {
+		o, ok := tables[t]
+		if !ok || o.Engine != "ReplacingMergeTree" {
+			continue
+		}
+		var views []rollupObject
+		for _, v := range h.Objects {
+			if v.Engine == "MaterializedView" && v.target() == t {
+				if ok, _ := v.refreshable(); ok {
+					views = append(views, v)
+				}
+			}
+		}
+		if len(views) == 0 {
+			out = append(out, fmt.Sprintf("Nothing refreshes %s.%s (no refreshable view writes to it): it "+
+				"holds only what was computed before, newer calls are missing. Apply the schema "+
+				"(make up, or python -m deploy.local.stack apply-schema), or read with --source raw.", rollupDatabase, t))
+			continue
+		}
+		for _, v := range views {
+			out = append(out, v.refreshWarnings(t, h.Now)...)
+		}
+	}
+
+	// Rows the rollups do not count yet.
+	switch {
+	case h.Late > 0:
+		wm := "none yet"
+		if h.Watermark.Unix() > 0 {
+			wm = fmt.Sprintf("%s, %s before the report", FormatTime(h.Watermark), ago(h.Now.Sub(h.Watermark)))
+		}
+		note := fmt.Sprintf("%s rows of this window reached wirelens.requests after the rollups' last refresh "+
+			"(watermark: %s) and are not in the rollups' counts yet; --source raw includes them.",
+			groupThousands(strconv.FormatInt(h.Late, 10)), wm)
+		if source == SourceAuto {
+			note += " (--source auto still read the rollups, for the window's size.)"
+		}
+		out = append(out, note)
+	case h.Late < 0 && h.LateErr != "" && len(old) == 0 && len(missing) == 0:
+		out = append(out, "Could not tell whether calls of this window arrived after the rollups' last refresh: "+
+			h.LateErr)
+	}
+	return out
+}
+
+// refreshWarnings: a refresh that fails, is stopped, or last succeeded more
+// than a few periods ago.
+func (v rollupObject) refreshWarnings(table string, now time.Time) []string {
+	name := rollupDatabase + "." + v.Name
+	_, period := v.refreshable()
+	var out []string
+	if v.Exception != "" {
+		out = append(out, fmt.Sprintf("The refresh of %s.%s fails (%s, %d retries): %s. The rollup misses "+
+			"what arrived since its last successful refresh; --source raw is exact.",
+			rollupDatabase, table, name, v.Retry, firstLine(v.Exception, 300)))
+	}
+	if strings.EqualFold(v.RefreshStatus, "Disabled") {
+		out = append(out, fmt.Sprintf("The refresh of %s.%s is stopped (%s is Disabled: SYSTEM STOP VIEW); "+
+			"SYSTEM START VIEW %s resumes it. The rollup misses what arrived since.", rollupDatabase, table, name, name))
+	}
+	if v.LastSuccess != nil && v.Exception == "" {
+		limit := staleAfter * period
+		if limit < minStale {
+			limit = minStale
+		}
+		if late := now.Sub(*v.LastSuccess); late > limit {
+			every := ""
+			if period > 0 {
+				every = fmt.Sprintf("; it runs every %s", FormatDuration(period))
+			}
+			out = append(out, fmt.Sprintf("The last successful refresh of %s.%s (%s) started %s ago, at %s%s: "+
+				"the rollup lags.", rollupDatabase, table, name, ago(late), FormatTime(*v.LastSuccess), every))
+		}
+	}
+	return out
+}
+
+func ago(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	return FormatDuration(d.Round(time.Second))
+}
+
+func firstLine(s string, max int) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	s = strings.TrimSpace(s)
+	if r := []rune(s); len(r) > max {
+		s = string(r[:max]) + "…"
+	}
+	return s
+}
+
+// rollupDrift asks ClickHouse about the rollups (rollup_objects.sql) and,
+// unless they are the old form or missing, how many rows of the window they
+// lack (rollup_late.sql). An unreachable server is an error; a failing
+// query becomes part of the health (what could not be told).
+func rollupDrift(ctx context.Context, ch *ClickHouse, params map[string]string) (rollupHealth, error) {
+	h := rollupHealth{Late: -1}
+	q := mustBuiltin("rollup_objects")
+	res, err := ch.Query(ctx, q.SQL, map[string]string{"database": rollupDatabase})
+	if err != nil {
+		return h, fmt.Errorf("reading the rollups' tables and refreshes: %w", err)
+	}
+	if h.Objects, h.Now, err = decodeRollupObjects(res); err != nil {
+		return h, fmt.Errorf("reading the rollups' tables and refreshes: %w", err)
+	}
+	if h.oldForm() || len(h.Objects) == 0 {
+		return h, nil
+	}
+	q = mustBuiltin("rollup_late")
+	res, err = ch.Query(ctx, q.SQL, pick(params, q.Params))
+	if err != nil {
+		var unreachable *UnreachableError
+		if errors.As(err, &unreachable) {
+			return h, fmt.Errorf("counting the window's rows the rollups lack: %w", err)
+		}
+		var qe *QueryError
+		if errors.As(err, &qe) {
+			h.LateErr = firstLine(qe.Message, 300)
+		} else {
+			h.LateErr = err.Error()
+		}
+		return h, nil
+	}
+	if len(res.Rows) != 1 || len(res.Rows[0]) < 2 {
+		h.LateErr = fmt.Sprintf("rollup_late answered %d rows", len(res.Rows))
+		return h, nil
+	}
+	ms, ok1 := cellInt(res.Rows[0][res.Index("watermark_ms")])
+	late, ok2 := cellInt(res.Rows[0][res.Index("late_rows")])
+	if !ok1 || !ok2 {
+		h.LateErr = fmt.Sprintf("rollup_late answered %v", res.Rows[0])
+		return h, nil
+	}
+	h.Watermark, h.Late = time.UnixMilli(ms).UTC(), late
+	return h, nil
+}
+
+func decodeRollupObjects(res *Result) ([]rollupObject, time.Time, error) {
+	cols := map[string]int{}
+	for _, name := range []string{"name", "engine", "create_query", "refresh_status", "last_success",
+		"refresh_exception", "refresh_retry", "server_now"} {
+		i := res.Index(name)
+		if i < 0 {
+			return nil, time.Time{}, fmt.Errorf("rollup_objects: no column %s", name)
+		}
+		cols[name] = i
+	}
+	var objs []rollupObject
+	now := time.Now().UTC()
+	for _, row := range res.Rows {
+		o := rollupObject{Name: CellText(row[cols["name"]]), Engine: CellText(row[cols["engine"]]),
+			CreateQuery: CellText(row[cols["create_query"]])}
+		if row[cols["refresh_status"]] != nil {
+			o.RefreshStatus = CellText(row[cols["refresh_status"]])
+		}
+		if row[cols["refresh_exception"]] != nil {
+			o.Exception = CellText(row[cols["refresh_exception"]])
+		}
+		o.Retry, _ = cellInt(row[cols["refresh_retry"]])
+		if s, ok := cellInt(row[cols["last_success"]]); ok && row[cols["last_success"]] != nil && s > 0 {
+			t := time.Unix(s, 0).UTC()
+			o.LastSuccess = &t
+		}
+		if s, ok := cellInt(row[cols["server_now"]]); ok && s > 0 {
+			now = time.Unix(s, 0).UTC()
+		}
+		objs = append(objs, o)
+	}
+	sort.Slice(objs, func(i, j int) bool { return objs[i].Name < objs[j].Name })
+	return objs, now, nil
+}
