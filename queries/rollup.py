@@ -1,17 +1,24 @@
-"""Check or rebuild the rollups (wirelens.requests_by_minute, _by_second) from the raw calls.
+"""The rollups (wirelens.requests_by_minute, _by_second): their refresh's status, and the repair tools.
 
-The rollups are fed at insert time, so a record the pipeline re-sent after a
-failure is counted twice there while the raw table's FINAL keeps it once.
+Since issue 30 the rollups are exact by construction: refreshable materialized
+views recompute every minute that received raw rows from `wirelens.requests
+FINAL` (queries/schema/004_rollups.sql), and readers take the newest version
+of each row (`FINAL`). Nothing here is needed in normal operation.
 
+    python -m queries.rollup status  [--since 1d]          the refreshes: last success, error, watermark, rows not seen yet
     python -m queries.rollup check   [--since 1d]          rollup calls vs raw FINAL, per day
-    python -m queries.rollup rebuild --day 2026-11-25      recompute one day from wirelens.requests FINAL
+    python -m queries.rollup rebuild --day 2026-11-25      recompute one day from wirelens.requests FINAL now
 
-`rebuild` fills a staging table per rollup with its materialized view's own
-SELECT (queries/schema/004_rollups.sql, read from that file: one
-definition) over the day's raw calls with FINAL, then swaps the day's
-partition in with REPLACE PARTITION, so readers never see the day empty.
-Calls that arrive for that day while it runs can be missed or counted
-twice; rebuild a day once its traffic is in, then `check` again.
+`rebuild` runs the refresh view's own SELECT (read from 004: one definition)
+over every minute of the day and appends the result with a new as_of, which
+replaces the day's rows for FINAL readers. Needed only when raw rows changed
+without being inserted (an ALTER ... UPDATE, a restored backup): the refresh
+follows inserts (wirelens.requests.inserted_at), not mutations.
+
+For programs: TRUST_SQL ("has the rollup seen every call of this window?",
+what `wirelens report` warns with), status(), wait_refreshed() (refresh now
+and wait: tests and benchmarks), RECREATE_SQL (what a migration drops before
+re-applying 004).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import datetime as dt
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 from wirelens_helpers import clickhouse  # ClickHouse over HTTP
@@ -28,11 +36,22 @@ from wirelens_helpers import clickhouse  # ClickHouse over HTTP
 QUERIES = Path(__file__).resolve().parent
 
 ROLLUP_DDL = QUERIES / "schema" / "004_rollups.sql"
-# rollup table -> the materialized view that fills it
+# rollup table -> the refreshable materialized view that fills it
 ROLLUPS = {
-    "wirelens.requests_by_minute": "wirelens.requests_by_minute_from_requests",
-    "wirelens.requests_by_second": "wirelens.requests_by_second_from_requests",
+    "wirelens.requests_by_minute": "wirelens.requests_by_minute_refresh",
+    "wirelens.requests_by_second": "wirelens.requests_by_second_refresh",
 }
+# The insert-time views of before issue 30 (004 drops them).
+OLD_VIEWS = ("wirelens.requests_by_minute_from_requests", "wirelens.requests_by_second_from_requests")
+
+# What an existing install's migration runs before re-applying
+# queries/schema/004_rollups.sql: the rollups of before issue 30 were
+# AggregatingMergeTree tables without as_of, which CREATE TABLE IF NOT EXISTS
+# would keep. Their rows are derived data: the first refresh after 004
+# recomputes every minute from wirelens.requests FINAL (watermark 1970).
+RECREATE_SQL = [f"DROP VIEW IF EXISTS {view}" for view in OLD_VIEWS] + \
+               [f"DROP VIEW IF EXISTS {view}" for view in ROLLUPS.values()] + \
+               [f"DROP TABLE IF EXISTS {table}" for table in ROLLUPS]
 
 CHECK_SQL = """
 SELECT
@@ -44,14 +63,14 @@ SELECT
 FROM
 (
     SELECT toDate(minute) AS day, sum(calls) AS minute_calls
-    FROM wirelens.requests_by_minute
+    FROM wirelens.requests_by_minute FINAL
     WHERE minute >= toStartOfDay({since:DateTime64(3)})
     GROUP BY day
 ) AS by_minute
 FULL OUTER JOIN
 (
     SELECT toDate(second) AS day, sum(calls) AS second_calls
-    FROM wirelens.requests_by_second
+    FROM wirelens.requests_by_second FINAL
     WHERE second >= toStartOfDay({since:DateTime64(3)})
     GROUP BY day
 ) AS by_second USING (day)
@@ -67,56 +86,197 @@ FULL OUTER JOIN
 ORDER BY day
 """
 
+# Question: has the rollup seen every call of the window [since, until)?
+#
+# The watermark is when the newest recomputation held by the rollups started
+# (the older of the two rollups'); a raw row inserted after it is not in the
+# rollups yet. pending_rows counts those rows in the window (raw rows, a
+# re-sent copy included: no FINAL needed, and inserted_at's minmax index and
+# the time key make it cheap); overdue_rows the ones inserted more than
+# OVERDUE_S ago, which a working refresh (every 10 s) would have taken in.
+#   pending_rows = 0                     the rollups answer exactly for the window
+#   pending_rows > 0, overdue_rows = 0   the last seconds of traffic are not in yet (the window ends now);
+#                                        they will be within one refresh
+#   overdue_rows > 0                     the refresh is stopped or failing (see `status`): the rollups
+#                                        under-count the window by up to pending_rows calls, and waiting
+#                                        will not fix it
+# Every column is 0 / 1970 on empty tables. A rollup from before issue 30
+# (no as_of column) fails with UNKNOWN_IDENTIFIER: the install needs its
+# migration.
+OVERDUE_S = 30
+TRUST_SQL = f"""
+WITH
+    least((SELECT max(as_of) FROM wirelens.requests_by_minute),
+          (SELECT max(as_of) FROM wirelens.requests_by_second)) AS watermark
+SELECT
+    watermark,
+    count()                                                           AS pending_rows,
+    countIf(inserted_at < now64(3) - toIntervalSecond({OVERDUE_S}))   AS overdue_rows,
+    min(inserted_at)                                                  AS oldest_pending
+FROM wirelens.requests
+WHERE inserted_at > watermark
+  AND timestamp >= toStartOfMinute({{since:DateTime64(3)}})
+  AND timestamp < {{until:DateTime64(3)}}
+"""
+
+# The refreshes as the engine reports them (one row per rollup view).
+STATUS_SQL = """
+SELECT
+    database || '.' || view                                       AS view,
+    status,
+    last_success_time,
+    last_success_duration_ms,
+    next_refresh_time,
+    exception,
+    written_rows
+FROM system.view_refreshes
+WHERE database = 'wirelens'
+ORDER BY view
+"""
+
+
+class RollupError(clickhouse.QueryError):
+    """The rollups cannot be refreshed or read as expected; the message says what was missing."""
+
+
+def _ddl_statement(view: str) -> str:
+    text = "\n".join(line for line in ROLLUP_DDL.read_text().splitlines() if not line.strip().startswith("--"))
+    match = re.search(rf"CREATE OR REPLACE MATERIALIZED VIEW {re.escape(view)}\s+(REFRESH\b.*?)\s+"
+                      rf"TO (\S+)\s+AS\s+(.*?);", text, re.S)
+    if not match:
+        raise RollupError(f"{ROLLUP_DDL}: no refreshable materialized view {view}")
+    return match
+
 
 def view_select(table: str) -> str:
-    """The SELECT of the view that fills `table`, as the schema file defines it, over one {day:Date}."""
-    text = "\n".join(line for line in ROLLUP_DDL.read_text().splitlines() if not line.strip().startswith("--"))
-    view = ROLLUPS[table]
-    match = re.search(rf"CREATE MATERIALIZED VIEW IF NOT EXISTS {re.escape(view)}\s+"
-                      rf"TO {re.escape(table)}\s+AS\s+(.*?);", text, re.S)
-    if not match:
-        raise clickhouse.QueryError(f"{ROLLUP_DDL}: no materialized view {view} TO {table}")
-    select = match[1] + "\n"
-    source = "FROM wirelens.requests AS r\n"
-    if source not in select:
-        raise clickhouse.QueryError(f"{ROLLUP_DDL}: the view's SELECT does not read {source.strip()!r}")
-    return select.replace(source, "FROM wirelens.requests AS r FINAL\nWHERE toDate(r.timestamp) = {day:Date}\n")
+    """The SELECT of the refresh view that fills `table`, as the schema file defines it."""
+    match = _ddl_statement(ROLLUPS[table])
+    if match[2] != table:
+        raise RollupError(f"{ROLLUP_DDL}: {ROLLUPS[table]} appends to {match[2]}, expected {table}")
+    return match[3] + "\n"
+
+
+def refresh_interval_s() -> int:
+    """The REFRESH EVERY interval of 004's views, in seconds."""
+    intervals = set()
+    for view in ROLLUPS.values():
+        m = re.fullmatch(r"REFRESH EVERY (\d+) SECOND APPEND", _ddl_statement(view)[1])
+        if not m:
+            raise RollupError(f"{ROLLUP_DDL}: {view}: expected REFRESH EVERY <n> SECOND APPEND")
+        intervals.add(int(m[1]))
+    return max(intervals)
+
+
+# The refresh's choice of minutes: replaced by every minute of one day for `rebuild`.
+STALE_MINUTES = re.compile(r"WITH\s+touched AS\s*\(.*?\n    \),\s*stale AS\s*\(.*?\n    \),", re.S)
+DAY_MINUTES = ("WITH\n    stale AS (SELECT toDateTime({day:Date}) + toIntervalMinute(number) AS minute "
+               "FROM numbers(1440)),")
+
+
+def day_select(table: str) -> str:
+    """The refresh's SELECT over every minute of {day:Date} (rebuild)."""
+    select, n = STALE_MINUTES.subn(DAY_MINUTES, view_select(table))
+    if n != 1:
+        raise RollupError(f"{ROLLUP_DDL}: the SELECT of {ROLLUPS[table]} does not open with the CTEs "
+                          "`touched` and `stale` (rollup.py's rebuild replaces them)")
+    return select
 
 
 def rebuild(url: str, day: dt.date) -> None:
-    partition = day.isoformat()  # a date object's text: safe to write into the statement
+    """Recompute every minute of `day` from wirelens.requests FINAL and append it with a new as_of."""
     for table in ROLLUPS:
-        staging = f"{table}_rebuild"
-        clickhouse.post(url, f"DROP TABLE IF EXISTS {staging}")
-        clickhouse.post(url, f"CREATE TABLE {staging} AS {table}")
-        try:
-            clickhouse.post(url, f"INSERT INTO {staging}\n{view_select(table)}", {"day": partition}, timeout=3600)
-            clickhouse.post(url, f"ALTER TABLE {table} REPLACE PARTITION '{partition}' FROM {staging}")
-        finally:
-            clickhouse.post(url, f"DROP TABLE IF EXISTS {staging}")
+        clickhouse.post(url, f"INSERT INTO {table}\n{day_select(table)}", {"day": day.isoformat()}, timeout=3600)
 
 
 def check(url: str, since: dt.timedelta) -> str:
     return clickhouse.run(url, CHECK_SQL, clickhouse.window(since), fmt="PrettyCompactMonoBlock")
 
 
+def trust(url: str, window: dict[str, str]) -> dict[str, str]:
+    """TRUST_SQL's one row for the window ({since, until}) as a dict of strings."""
+    header, row = clickhouse.run(url, TRUST_SQL, window).splitlines()
+    return dict(zip(header.split("\t"), row.split("\t")))
+
+
+def status(url: str, since: dt.timedelta) -> str:
+    """The refreshes' state and, for the window, the rows the rollups have not seen."""
+    refreshes = clickhouse.run(url, STATUS_SQL, {}, fmt="PrettyCompactMonoBlock")
+    found = clickhouse.run(url, STATUS_SQL, {}, fmt="TabSeparated")
+    missing = [v for v in ROLLUPS.values() if v not in {line.split("\t")[0] for line in found.splitlines()}]
+    window = clickhouse.window(since)
+    t = trust(url, window)
+    lines = [refreshes.rstrip("\n")]
+    if missing:
+        lines.append(f"missing refresh views: {', '.join(missing)} (apply queries/schema/004_rollups.sql)")
+    lines.append(f"watermark (the newest recomputation both rollups hold started at): {t['watermark']}")
+    lines.append(f"raw rows since {window['since']} inserted after it: {t['pending_rows']} "
+                 f"({t['overdue_rows']} of them more than {OVERDUE_S} s ago"
+                 + (f", the oldest at {t['oldest_pending']}" if t["pending_rows"] != "0" else "") + ")")
+    if t["overdue_rows"] != "0":
+        lines.append("the rollups are behind: the refresh is stopped or failing (exception above)")
+    return "\n".join(lines) + "\n"
+
+
+def _now(url: str) -> str:
+    return clickhouse.post(url, "SELECT now()").strip()
+
+
+def wait_refreshed(url: str, timeout_s: float = 120.0) -> None:
+    """Refresh both rollups now and return once a refresh of each started after this call did so
+    successfully: every raw row inserted before the call is in the rollups then. For tests and
+    benchmarks that must not wait for the interval. RollupError names what was missing at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    start = _now(url)  # last_success_time has whole seconds: a refresh counts when it started later
+    views = list(ROLLUPS.values())
+    while True:
+        rows = {}
+        for line in clickhouse.run(url, STATUS_SQL, {}, fmt="TabSeparated").splitlines():
+            view, state, last_success, _, _, exception, _ = line.split("\t")
+            rows[view] = (state, last_success, exception)
+        pending = [v for v in views if v not in rows or rows[v][1] in ("", "\\N") or rows[v][1] <= start]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise RollupError(f"no successful refresh of {', '.join(pending)} started after {start} within "
+                              f"{timeout_s:g} s: " + "; ".join(
+                                  f"{v}: " + (f"status {rows[v][0]}, last success {rows[v][1]}, "
+                                              f"exception {rows[v][2] or 'none'}" if v in rows
+                                              else "no such refreshable view") for v in pending))
+        for view in pending:
+            if view in rows:
+                clickhouse.post(url, f"SYSTEM REFRESH VIEW {view}")
+        for view in pending:
+            if view in rows:
+                try:
+                    clickhouse.post(url, f"SYSTEM WAIT VIEW {view}", timeout=max(1.0, deadline - time.monotonic()))
+                except clickhouse.UnreachableError:
+                    raise
+                except clickhouse.QueryError:
+                    pass  # a failed refresh: its exception is in system.view_refreshes, reported at the deadline
+        time.sleep(0.2)  # poll interval; the deadline above bounds the loop
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["check", "rebuild"])
+    parser.add_argument("command", choices=["status", "check", "rebuild"])
     parser.add_argument("--day", type=dt.date.fromisoformat, help="rebuild: the day (YYYY-MM-DD, UTC)")
-    parser.add_argument("--since", default="1d", help="check: days back from now (e.g. 1d, 7d); default 1d")
+    parser.add_argument("--since", default="1d", help="check, status: how far back from now (e.g. 1d, 7d); default 1d")
     parser.add_argument("--clickhouse-url",
                         default=os.environ.get("WIRELENS_CLICKHOUSE_URL",
                                                f"http://127.0.0.1:{os.environ.get('WIRELENS_CLICKHOUSE_HTTP_PORT', '8123')}"),
                         help="ClickHouse HTTP interface (default $WIRELENS_CLICKHOUSE_URL or 127.0.0.1:8123)")
     args = parser.parse_args(argv)
     try:
+        since = clickhouse.parse_duration(args.since)
+        if args.command == "status":
+            print(status(args.clickhouse_url, since), end="")
+            return 0
         if args.command == "rebuild":
             if args.day is None:
                 parser.error("rebuild needs --day YYYY-MM-DD")
             rebuild(args.clickhouse_url, args.day)
             print(f"rebuilt {', '.join(ROLLUPS)} for {args.day} from wirelens.requests FINAL")
-        print(check(args.clickhouse_url, clickhouse.parse_duration(args.since)), end="")
+        print(check(args.clickhouse_url, since), end="")
     except clickhouse.QueryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

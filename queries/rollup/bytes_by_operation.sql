@@ -53,7 +53,7 @@ FROM
         min(headers) OVER (PARTITION BY operation)                   AS min_headers,
         min(bodies) OVER (PARTITION BY operation)                    AS min_bodies,
         min(wire) OVER (PARTITION BY operation)                      AS min_wire
-    FROM wirelens.requests_by_minute AS m
+    FROM wirelens.requests_by_minute AS m FINAL
     WHERE m.minute >= toStartOfMinute({since:DateTime64(3)})
       AND m.minute < {until:DateTime64(3)}
       AND ({run_id:String} = '' OR m.run_id = {run_id:String})

@@ -32,7 +32,7 @@ FROM
         min(m.lowest_rate)                                       AS lowest_rate,
         sum(weighted_calls) OVER (PARTITION BY protocol)         AS protocol_calls,
         http_status >= 400 OR status > 0                         AS failed
-    FROM wirelens.requests_by_minute AS m
+    FROM wirelens.requests_by_minute AS m FINAL
     WHERE m.minute >= toStartOfMinute({since:DateTime64(3)})
       AND m.minute < {until:DateTime64(3)}
       AND ({run_id:String} = '' OR m.run_id = {run_id:String})

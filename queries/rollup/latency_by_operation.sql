@@ -8,8 +8,9 @@
 --     (relative error); mean, min, max and counts are exact.
 --   * The window is whole minutes: minutes starting in
 --     [toStartOfMinute(since), until).
--- Counts are weighted by 1/sample_rate as in the raw query; the rollup counts
--- a record the pipeline re-sent twice until the day is rebuilt (README).
+-- Counts are weighted by 1/sample_rate as in the raw query. FINAL: the
+-- newest recomputation of each minute (the rollup is recomputed from the raw
+-- table's FINAL, so a re-sent record counts once; queries/README.md, "Rollup").
 --
 -- Parameters:
 --   {since:DateTime64(3)}  window start (inclusive, rounded down to the minute)
@@ -40,7 +41,7 @@ SELECT
     round(t[5] / 1000, 3)                                       AS ttfb_p999_ms,
     round(min(m.ttfb_min_us) / 1000, 3)                         AS ttfb_min_ms,
     round(max(m.ttfb_max_us) / 1000, 3)                         AS ttfb_max_ms
-FROM wirelens.requests_by_minute AS m
+FROM wirelens.requests_by_minute AS m FINAL
 WHERE m.minute >= toStartOfMinute({since:DateTime64(3)})
   AND m.minute < {until:DateTime64(3)}
   AND ({run_id:String} = '' OR m.run_id = {run_id:String})

@@ -27,7 +27,7 @@ SELECT
     round(sum(m.request_body_bytes) / weighted, 1)              AS req_body_b,
     round(sum(m.response_header_bytes) / weighted, 1)           AS resp_header_b,
     round(sum(m.response_body_bytes) / weighted, 1)             AS resp_body_b
-FROM wirelens.requests_by_minute AS m
+FROM wirelens.requests_by_minute AS m FINAL
 WHERE m.minute >= toStartOfMinute({since:DateTime64(3)})
   AND m.minute < {until:DateTime64(3)}
   AND ({run_id:String} = '' OR m.run_id = {run_id:String})

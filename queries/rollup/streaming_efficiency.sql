@@ -29,7 +29,7 @@ SELECT
     round(sum(m.response_payload_bytes) / nullIf(sum(m.response_messages), 0), 1) AS resp_bytes_per_message,
     round(units / nullIf(total_us / 1e6, 0), 1)                           AS messages_per_second,
     round(total_us / nullIf(units, 0), 3)                                 AS work_ms_per_1000_messages
-FROM wirelens.requests_by_minute AS m
+FROM wirelens.requests_by_minute AS m FINAL
 WHERE m.minute >= toStartOfMinute({since:DateTime64(3)})
   AND m.minute < {until:DateTime64(3)}
   AND ({run_id:String} = '' OR m.run_id = {run_id:String})

@@ -5,8 +5,8 @@
 -- Reads wirelens.requests_by_second (queries/schema/004_rollups.sql): the
 -- same columns, exact, over the seconds starting in
 -- [toStartOfSecond(since), until). Counts are weighted by 1/sample_rate as in
--- the raw query; the rollup counts a record the pipeline re-sent twice until
--- the day is rebuilt (queries/README.md, "Rollup").
+-- the raw query. FINAL: the newest recomputation of each second (a re-sent
+-- record counts once; queries/README.md, "Rollup").
 --
 -- Parameters:
 --   {since:DateTime64(3)}  window start (inclusive, rounded down to the second)
@@ -19,7 +19,7 @@ SELECT
     sum(s.sampled_calls)                                         AS sampled_calls,
     min(s.lowest_rate)                                           AS sample_rate,
     toUInt64(round(sum(s.errors)))                               AS errors
-FROM wirelens.requests_by_second AS s
+FROM wirelens.requests_by_second AS s FINAL
 WHERE s.second >= toStartOfSecond({since:DateTime64(3)})
   AND s.second < {until:DateTime64(3)}
   AND ({run_id:String} = '' OR s.run_id = {run_id:String})

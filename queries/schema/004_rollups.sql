@@ -2,18 +2,50 @@
 -- (wirelens.requests_by_minute) and, for throughput, per second
 -- (wirelens.requests_by_second). Idempotent.
 --
--- One row per (minute, run, operation, protocol, streaming shape, statuses)
--- once merged: counts and byte sums weighted by 1/sample_rate (as the saved
--- queries weight them, queries/README.md "Sampling"), the sampled calls, and
--- latency sketches (quantilesDD, relative error 1 %) that merge across
--- minutes. A 100M-call table rolls up to a few hundred thousand rows, so the
--- rollup variants of the saved queries (queries/rollup/) read ~1000x less.
+-- One row per (minute, run, operation, protocol, streaming shape, statuses):
+-- counts and byte sums weighted by 1/sample_rate (as the saved queries weight
+-- them, queries/README.md "Sampling"), the sampled calls, and latency
+-- sketches (quantilesDD, relative error 1 %) that merge across minutes. A
+-- 100M-call table rolls up to a few hundred thousand rows, so the rollup
+-- variants of the saved queries (queries/rollup/) read ~1000x less.
 --
--- Fed at insert by the materialized view below, so a record the pipeline
--- re-sends after a failure is counted again here, where the raw table's FINAL
--- drops it. Exact answers come from the raw saved queries (queries/*.sql);
--- after an outage with re-sends, rebuild the days it touched from the raw
--- table (queries/README.md, "Rollup": one DELETE and one INSERT ... FINAL).
+-- Exact by construction (issue 30): the rollups are recomputed from the raw
+-- table's FINAL, never fed by the inserts themselves, so a record the
+-- pipeline re-sends is counted once here as it is there.
+--   * Each rollup is a ReplacingMergeTree(as_of): a minute recomputed later
+--     replaces the earlier version of each of its rows. Read it with FINAL
+--     (queries/rollup/*.sql do).
+--   * A refreshable materialized view recomputes it every 10 seconds (fixed:
+--     change the REFRESH clause below to change it). Each refresh takes the
+--     watermark W = max(as_of) of its rollup (when the newest recomputation
+--     it holds started; 1970 when empty, so a new or emptied rollup is
+--     recomputed whole), finds the minutes of the raw rows inserted after
+--     W - 60 s (wirelens.requests.inserted_at, pruned by its minmax index),
+--     keeps those whose rows arrived after that minute's own last
+--     recomputation - 60 s, recomputes exactly those minutes from
+--     wirelens.requests FINAL and appends them with as_of = now64(3).
+--   * Why that is exact: raw rows are only ever added (FINAL drops a re-sent
+--     copy, never a distinct call), so a minute recomputed later has every
+--     group of the earlier version and the newest version per key equals
+--     the raw FINAL aggregate. A re-sent record, also one for a minute that
+--     closed long ago, makes its minute recomputed: unchanged. A late first
+--     arrival: recomputed, counted. The 60 s overlap covers an insert whose
+--     inserted_at (taken when its block was formed) is older than the part's
+--     commit: a refresh that read the table just before the commit started
+--     after inserted_at. The per-minute test stops an idle table from being
+--     recomputed forever (W only moves when something is appended).
+--   * Status, watermark and the rows a refresh has not seen yet:
+--     `python -m queries.rollup status` (system.view_refreshes); the repair
+--     tools `check` and `rebuild --day` stay (queries/README.md, "Rollup").
+--
+-- The insert-time views of before issue 30 are dropped here. An existing
+-- install's rollup tables (AggregatingMergeTree, no as_of) are not changed by
+-- CREATE TABLE IF NOT EXISTS: the migration drops and recreates them
+-- (queries/rollup.py RECREATE), and the first refresh fills them from FINAL.
+
+DROP VIEW IF EXISTS wirelens.requests_by_minute_from_requests;
+
+DROP VIEW IF EXISTS wirelens.requests_by_second_from_requests;
 
 CREATE TABLE IF NOT EXISTS wirelens.requests_by_minute
 (
@@ -24,49 +56,77 @@ CREATE TABLE IF NOT EXISTS wirelens.requests_by_minute
     streaming              LowCardinality(String),
     http_status            UInt16,
     grpc_status            Int16,       -- -1: no gRPC status (REST); keys cannot be NULL
-    sampled_calls          SimpleAggregateFunction(sum, UInt64),
-    calls                  SimpleAggregateFunction(sum, Float64),  -- weighted by 1/sample_rate
-    lowest_rate            SimpleAggregateFunction(min, Float64),
-    first_call             SimpleAggregateFunction(min, DateTime64(9)),  -- a protocol's turn in a run
-    last_call              SimpleAggregateFunction(max, DateTime64(9)),
-    errors                 SimpleAggregateFunction(sum, Float64),  -- weighted
+    sampled_calls          UInt64,
+    calls                  Float64,     -- weighted by 1/sample_rate
+    lowest_rate            Float64,
+    first_call             DateTime64(9),  -- a protocol's turn in a run
+    last_call              DateTime64(9),
+    errors                 Float64,     -- weighted
     -- weighted sums (x / sample_rate)
-    request_header_bytes   SimpleAggregateFunction(sum, Float64),
-    response_header_bytes  SimpleAggregateFunction(sum, Float64),
-    response_trailer_bytes SimpleAggregateFunction(sum, Float64),
-    request_body_bytes     SimpleAggregateFunction(sum, Float64),
-    response_body_bytes    SimpleAggregateFunction(sum, Float64),
-    request_framing_bytes  SimpleAggregateFunction(sum, Float64),
-    response_framing_bytes SimpleAggregateFunction(sum, Float64),
-    request_wire_bytes     SimpleAggregateFunction(sum, Float64),
-    response_wire_bytes    SimpleAggregateFunction(sum, Float64),
+    request_header_bytes   Float64,
+    response_header_bytes  Float64,
+    response_trailer_bytes Float64,
+    request_body_bytes     Float64,
+    response_body_bytes    Float64,
+    request_framing_bytes  Float64,
+    response_framing_bytes Float64,
+    request_wire_bytes     Float64,
+    response_wire_bytes    Float64,
     -- streaming_efficiency's units: a REST call is one message each way
-    request_messages       SimpleAggregateFunction(sum, Float64),
-    response_messages      SimpleAggregateFunction(sum, Float64),
-    request_payload_bytes  SimpleAggregateFunction(sum, Float64),
-    response_payload_bytes SimpleAggregateFunction(sum, Float64),
-    message_units          SimpleAggregateFunction(sum, Float64),
-    duration_us            SimpleAggregateFunction(sum, Float64),
-    ttfb_us                SimpleAggregateFunction(sum, Float64),
+    request_messages       Float64,
+    response_messages      Float64,
+    request_payload_bytes  Float64,
+    response_payload_bytes Float64,
+    message_units          Float64,
+    duration_us            Float64,
+    ttfb_us                Float64,
     -- over the sampled calls
-    duration_min_us        SimpleAggregateFunction(min, UInt64),
-    duration_max_us        SimpleAggregateFunction(max, UInt64),
-    ttfb_min_us            SimpleAggregateFunction(min, UInt64),
-    ttfb_max_us            SimpleAggregateFunction(max, UInt64),
+    duration_min_us        UInt64,
+    duration_max_us        UInt64,
+    ttfb_min_us            UInt64,
+    ttfb_max_us            UInt64,
     duration_sketch        AggregateFunction(quantilesDD(0.01, 0.5, 0.9, 0.95, 0.99, 0.999), UInt64),
-    ttfb_sketch            AggregateFunction(quantilesDD(0.01, 0.5, 0.9, 0.95, 0.99, 0.999), UInt64)
+    ttfb_sketch            AggregateFunction(quantilesDD(0.01, 0.5, 0.9, 0.95, 0.99, 0.999), UInt64),
+    -- when the refresh that computed this row started: the newest wins
+    as_of                  DateTime64(3) CODEC(Delta, ZSTD)
 )
-ENGINE = AggregatingMergeTree
+ENGINE = ReplacingMergeTree(as_of)
 PARTITION BY toDate(minute)
 ORDER BY (minute, run_id, operation, protocol, streaming, http_status, grpc_status)
 TTL minute + toIntervalDay(${WIRELENS_REQUESTS_TTL_DAYS});
 
 ALTER TABLE wirelens.requests_by_minute MODIFY TTL minute + toIntervalDay(${WIRELENS_REQUESTS_TTL_DAYS});
 
-CREATE MATERIALIZED VIEW IF NOT EXISTS wirelens.requests_by_minute_from_requests
+-- OR REPLACE: re-applying the schema swaps in this definition.
+CREATE OR REPLACE MATERIALIZED VIEW wirelens.requests_by_minute_refresh
+REFRESH EVERY 10 SECOND APPEND
 TO wirelens.requests_by_minute
 AS
 WITH
+    -- minutes with raw rows inserted since shortly before the rollup's watermark
+    touched AS
+    (
+        SELECT
+            toStartOfMinute(timestamp)                                 AS minute,
+            max(inserted_at)                                           AS last_insert
+        FROM wirelens.requests
+        WHERE inserted_at > (SELECT max(as_of) FROM wirelens.requests_by_minute) - toIntervalSecond(60)
+        GROUP BY minute
+    ),
+    -- of those, the minutes whose rows arrived after their own last recomputation - 60 s
+    stale AS
+    (
+        SELECT t.minute AS minute
+        FROM touched AS t
+        LEFT JOIN
+        (
+            SELECT minute, max(as_of) AS as_of
+            FROM wirelens.requests_by_minute
+            WHERE minute IN (SELECT minute FROM touched)
+            GROUP BY minute
+        ) AS done ON done.minute = t.minute
+        WHERE t.last_insert > done.as_of - toIntervalSecond(60)
+    ),
     -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
     if(r.sample_rate > 0, round(toFloat64(r.sample_rate), 7), 1)       AS rate,
     1 / rate                                                           AS weight,
@@ -108,8 +168,13 @@ SELECT
     min(r.ttfb_us)                                                     AS ttfb_min_us,
     max(r.ttfb_us)                                                     AS ttfb_max_us,
     quantilesDDState(0.01, 0.5, 0.9, 0.95, 0.99, 0.999)(r.duration_us) AS duration_sketch,
-    quantilesDDState(0.01, 0.5, 0.9, 0.95, 0.99, 0.999)(r.ttfb_us)     AS ttfb_sketch
-FROM wirelens.requests AS r
+    quantilesDDState(0.01, 0.5, 0.9, 0.95, 0.99, 0.999)(r.ttfb_us)     AS ttfb_sketch,
+    now64(3)                                                           AS as_of
+FROM wirelens.requests AS r FINAL
+-- the range lets the primary key prune; IN keeps only the stale minutes
+WHERE r.timestamp >= (SELECT min(minute) FROM stale)
+  AND r.timestamp < (SELECT max(minute) FROM stale) + toIntervalMinute(1)
+  AND toStartOfMinute(r.timestamp) IN (SELECT minute FROM stale)
 GROUP BY
     minute,
     run_id,
@@ -121,28 +186,53 @@ GROUP BY
 
 -- wirelens.requests_by_second: calls and errors per second and protocol, for
 -- throughput_per_second over long windows (the minute rollup is too coarse).
--- Same feeding, weighting and re-send caveat as wirelens.requests_by_minute.
+-- Same weighting and the same refresh, by whole minutes: every second of a
+-- stale minute is recomputed.
 CREATE TABLE IF NOT EXISTS wirelens.requests_by_second
 (
     second                 DateTime CODEC(Delta, ZSTD),
     run_id                 LowCardinality(String),
     protocol               LowCardinality(String),
-    sampled_calls          SimpleAggregateFunction(sum, UInt64),
-    calls                  SimpleAggregateFunction(sum, Float64),
-    errors                 SimpleAggregateFunction(sum, Float64),
-    lowest_rate            SimpleAggregateFunction(min, Float64)
+    sampled_calls          UInt64,
+    calls                  Float64,
+    errors                 Float64,
+    lowest_rate            Float64,
+    as_of                  DateTime64(3) CODEC(Delta, ZSTD)
 )
-ENGINE = AggregatingMergeTree
+ENGINE = ReplacingMergeTree(as_of)
 PARTITION BY toDate(second)
 ORDER BY (second, run_id, protocol)
 TTL second + toIntervalDay(${WIRELENS_REQUESTS_TTL_DAYS});
 
 ALTER TABLE wirelens.requests_by_second MODIFY TTL second + toIntervalDay(${WIRELENS_REQUESTS_TTL_DAYS});
 
-CREATE MATERIALIZED VIEW IF NOT EXISTS wirelens.requests_by_second_from_requests
+CREATE OR REPLACE MATERIALIZED VIEW wirelens.requests_by_second_refresh
+REFRESH EVERY 10 SECOND APPEND
 TO wirelens.requests_by_second
 AS
 WITH
+    touched AS
+    (
+        SELECT
+            toStartOfMinute(timestamp)                                 AS minute,
+            max(inserted_at)                                           AS last_insert
+        FROM wirelens.requests
+        WHERE inserted_at > (SELECT max(as_of) FROM wirelens.requests_by_second) - toIntervalSecond(60)
+        GROUP BY minute
+    ),
+    stale AS
+    (
+        SELECT t.minute AS minute
+        FROM touched AS t
+        LEFT JOIN
+        (
+            SELECT toStartOfMinute(second) AS minute, max(as_of) AS as_of
+            FROM wirelens.requests_by_second
+            WHERE toStartOfMinute(second) IN (SELECT minute FROM touched)
+            GROUP BY minute
+        ) AS done ON done.minute = t.minute
+        WHERE t.last_insert > done.as_of - toIntervalSecond(60)
+    ),
     -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
     if(r.sample_rate > 0, round(toFloat64(r.sample_rate), 7), 1)       AS rate,
     1 / rate                                                           AS weight
@@ -153,8 +243,12 @@ SELECT
     count()                                                            AS sampled_calls,
     sum(weight)                                                        AS calls,
     sumIf(weight, r.http_status >= 400 OR ifNull(r.grpc_status, 0) > 0) AS errors,
-    min(rate)                                                          AS lowest_rate
-FROM wirelens.requests AS r
+    min(rate)                                                          AS lowest_rate,
+    now64(3)                                                           AS as_of
+FROM wirelens.requests AS r FINAL
+WHERE r.timestamp >= (SELECT min(minute) FROM stale)
+  AND r.timestamp < (SELECT max(minute) FROM stale) + toIntervalMinute(1)
+  AND toStartOfMinute(r.timestamp) IN (SELECT minute FROM stale)
 GROUP BY
     second,
     run_id,

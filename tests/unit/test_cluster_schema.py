@@ -48,7 +48,7 @@ def test_every_single_node_statement_has_a_cluster_form(replicated, on_cluster):
     for s in stmts:
         assert s.startswith(("CREATE DATABASE IF NOT EXISTS", "CREATE TABLE IF NOT EXISTS",
                              "CREATE MATERIALIZED VIEW IF NOT EXISTS", "CREATE OR REPLACE MATERIALIZED VIEW",
-                             "ALTER TABLE", "CREATE OR REPLACE FUNCTION")), s[:80]
+                             "ALTER TABLE", "CREATE OR REPLACE FUNCTION", "DROP VIEW IF EXISTS")), s[:80]
         assert ("ON CLUSTER 'prod'" in s.split("\n")[0]) == (on_cluster == "1"), s[:80]
         assert "${" not in s
 
@@ -58,9 +58,13 @@ def test_requests_local_keeps_the_single_node_columns_and_key_with_a_replicated_
     local = named(statements(), "CREATE TABLE IF NOT EXISTS wirelens.requests_local ")
     columns = lambda s: s[s.index("("):s.index("ENGINE")]  # noqa: E731
     assert columns(local) == columns(single)  # one home for the column list: 001_requests.sql
-    assert "ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/wirelens/requests_local', " \
-           "'{replica}')\nPARTITION BY toDate(timestamp)\nORDER BY (timestamp, request_id)\n" \
-           "TTL toDateTime(timestamp) + toIntervalDay(7)" in local
+    # the engine made Replicated; partition, key and TTL as on a single node (the key is 001's)
+    assert single[single.index("ENGINE"):].startswith("ENGINE = ReplacingMergeTree\nPARTITION BY toDate(timestamp)\n"
+                                                      "ORDER BY (timestamp, ")
+    assert local[local.index("ENGINE"):] == single[single.index("ENGINE"):].replace(
+        "ENGINE = ReplacingMergeTree\n", "ENGINE = ReplicatedReplacingMergeTree("
+        "'/clickhouse/tables/{shard}/wirelens/requests_local', '{replica}')\n", 1)
+    assert local.endswith("TTL toDateTime(timestamp) + toIntervalDay(7)")
 
 
 def test_distributed_tables_keep_the_single_node_names_and_shard_requests_by_request_id():
@@ -92,10 +96,29 @@ def test_views_read_the_node_local_source_and_write_where_the_row_belongs():
     ingest = named(stmts, "CREATE OR REPLACE MATERIALIZED VIEW wirelens.requests_from_otel_logs ")
     # per node from its own otel_logs, into the Distributed table: routed by request id
     assert ingest.split("\n")[1] == "TO wirelens.requests" and "FROM otel.otel_logs\n" in ingest
-    rollup = named(stmts, "CREATE MATERIALIZED VIEW IF NOT EXISTS wirelens.requests_by_minute_from_requests ")
-    # per shard from its calls, into its own rollup
-    assert rollup.split("\n")[1] == "TO wirelens.requests_by_minute_local"
-    assert "FROM wirelens.requests_local AS r" in rollup and not re.search(r"FROM wirelens\.requests\b(?!_)", rollup)
+    for rollup_table in ("requests_by_minute", "requests_by_second"):
+        rollup = named(stmts, f"CREATE OR REPLACE MATERIALIZED VIEW wirelens.{rollup_table}_refresh ")
+        # refreshed on every node from its shard's calls, appended to its own rollup
+        assert rollup.split("\n")[:3] == [
+            f"CREATE OR REPLACE MATERIALIZED VIEW wirelens.{rollup_table}_refresh ON CLUSTER 'prod'",
+            "REFRESH EVERY 10 SECOND APPEND", f"TO wirelens.{rollup_table}_local"]
+        assert "FROM wirelens.requests_local AS r FINAL" in rollup
+        assert "FROM wirelens.requests_local\n" in rollup  # the minutes touched since the watermark
+        # the watermark and each minute's last recomputation: from the node's own rollup
+        assert f"(SELECT max(as_of) FROM wirelens.{rollup_table}_local)" in rollup
+        assert f"FROM wirelens.{rollup_table}_local\n" in rollup
+        assert not re.search(r"wirelens\.requests(_by_minute|_by_second)?\b(?!_)", rollup), rollup
+        # the insert-time view of before issue 30 is dropped on every node
+        assert named(stmts, f"DROP VIEW IF EXISTS wirelens.{rollup_table}_from_requests") == \
+            f"DROP VIEW IF EXISTS wirelens.{rollup_table}_from_requests ON CLUSTER 'prod'"
+    minute_local = named(stmts, "CREATE TABLE IF NOT EXISTS wirelens.requests_by_minute_local ")
+    assert "ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/wirelens/requests_by_minute_local', " \
+           "'{replica}', as_of)" in minute_local
+    assert "ENGINE = ReplacingMergeTree(as_of)" in named(statements(WIRELENS_CLICKHOUSE_REPLICATED="0"),
+                                                         "CREATE TABLE IF NOT EXISTS wirelens.requests_by_second_local ")
+    assert named(statements(WIRELENS_CLICKHOUSE_ON_CLUSTER="0"),
+                 "DROP VIEW IF EXISTS wirelens.requests_by_minute_from_requests") == \
+        "DROP VIEW IF EXISTS wirelens.requests_by_minute_from_requests"
     alter = named(stmts, "ALTER TABLE wirelens.requests_local ON CLUSTER 'prod' MODIFY TTL ")
     assert alter == "ALTER TABLE wirelens.requests_local ON CLUSTER 'prod' MODIFY TTL toDateTime(timestamp) " \
                     "+ toIntervalDay(7)"

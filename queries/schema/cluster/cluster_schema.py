@@ -19,8 +19,13 @@ on each shard, so every call counts once cluster-wide.
 Materialized views run on every node: one reading the node's own
 otel.otel_logs (the exporter's table, local on each node) writes into the
 Distributed wirelens.requests, which routes each call to its shard; one reading
-a sharded table (the rollup from wirelens.requests) reads that node's _local
-table and writes into the _local table of its own target, on the same shard.
+sharded tables (the rollups' refreshable views, from wirelens.requests and
+their own rollup's watermark) reads that node's _local tables and appends to
+the _local table of its own target, on the same shard. Every node refreshes
+its rollups on its own schedule: with replicas, both replicas of a shard
+recompute the same minutes from the same calls and append them (with their
+own as_of) to the Replicated rollup, whose FINAL keeps one version per row;
+the Distributed rollup reads each shard once, so each call is counted once.
 
 Every statement is idempotent (IF NOT EXISTS, re-applies a setting, or
 replaces a view with its current definition: OR REPLACE) and
@@ -54,7 +59,8 @@ SHARDING_KEYS = {
     "wirelens.requests": "cityHash64(request_id)",
     # ReplacingMergeTree(updated) per run: a run's versions meet on one shard
     "wirelens.runs": "cityHash64(run_id)",
-    # rollups, fed per shard by their views (from requests_local); the key only routes direct inserts
+    # rollups, recomputed per shard by their refreshable views (from requests_local); the key only
+    # routes direct inserts
     "wirelens.requests_by_minute": "rand()",
     "wirelens.requests_by_second": "rand()",
     # the exporter's Sum metrics (cpu_per_1000_calls): any shard will do
@@ -110,10 +116,15 @@ def cluster_statements(statements: list[str], cluster: str, replicated: bool = T
             if re.match(r"\s*ADD COLUMN\b", statement[m.end():]):
                 # The Distributed table reads and routes by column name: it needs the column too.
                 out.append(f"ALTER TABLE {table}{on}{statement[m.end() - 1:]}")
+        elif m := re.match(r"DROP VIEW IF EXISTS " + TABLE + r"\s*$", statement):
+            # a view of an older schema (004 drops the rollups' insert-time views): gone from every node
+            out.append(f"DROP VIEW IF EXISTS {m[1]}{on}")
         elif m := re.match(rf"CREATE (OR REPLACE MATERIALIZED VIEW|MATERIALIZED VIEW IF NOT EXISTS) {TABLE}"
-                           rf"\s+TO {TABLE}\s", statement):
+                           rf"\s+(?:(REFRESH\b.*?)\s+)?TO {TABLE}\s", statement, re.S):
+            # A refreshable view (REFRESH ... APPEND TO) runs on its schedule on every node, reading that
+            # node's shard; an insert-time view fires with each insert.
             create = f"CREATE {m[1]}"
-            view, target = m[2], _sharded(m[3], head)
+            view, refresh, target = m[2], f"\n{m[3]}" if m[3] else "", _sharded(m[4], head)
             sources = set(re.findall(rf"\b(?:FROM|JOIN)\s+{TABLE}(?![\w.])", statement))
             sharded_sources = sources & SHARDING_KEYS.keys()
             if sharded_sources and sharded_sources != sources:
@@ -123,18 +134,18 @@ def cluster_statements(statements: list[str], cluster: str, replicated: bool = T
                 # Fires where the shard's rows are written; writes to the same shard.
                 for source in sharded_sources:
                     rest = re.sub(rf"\b(FROM|JOIN)\s+{re.escape(source)}(?![\w.])", rf"\1 {local(source)}", rest)
-                out.append(f"{create} {view}{on}\nTO {local(target)}{rest}")
+                out.append(f"{create} {view}{on}{refresh}\nTO {local(target)}{rest}")
             else:
                 # Fires on the node that received the insert; the Distributed target routes each row.
-                out.append(f"{create} {view}{on}\nTO {target}{rest}")
+                out.append(f"{create} {view}{on}{refresh}\nTO {target}{rest}")
         elif m := re.match(r"CREATE OR REPLACE FUNCTION (\w+)\s+AS\b", statement):
             # SQL functions live on each node, like the tables' _local halves.
             out.append(f"CREATE OR REPLACE FUNCTION {m[1]}{on} AS{statement[m.end():]}")
         else:
             raise ClusterSchemaError(f"no cluster rule for the statement {head!r} "
                                      "(queries/schema/cluster/cluster_schema.py knows CREATE DATABASE, "
-                                     "CREATE TABLE, ALTER TABLE, CREATE [OR REPLACE] MATERIALIZED VIEW ... TO "
-                                     "and CREATE OR REPLACE FUNCTION)")
+                                     "CREATE TABLE, ALTER TABLE, CREATE [OR REPLACE] MATERIALIZED VIEW ... "
+                                     "[REFRESH ...] TO, DROP VIEW IF EXISTS and CREATE OR REPLACE FUNCTION)")
     return out
 
 
