@@ -2,7 +2,8 @@
 
     schema_statements   the statements, ${...} filled in; with WIRELENS_CLICKHOUSE_CLUSTER,
                         their cluster form (queries/schema/cluster/cluster_schema.py)
-    apply_schema        run them (idempotent: IF NOT EXISTS, CREATE OR REPLACE, MODIFY TTL)
+    apply_schema        run them (idempotent: IF NOT EXISTS, CREATE OR REPLACE, MODIFY TTL), after
+                        queries/migrate.py has moved an older install's tables to the current form
     apply_schema_when_ready
                         after the Collector is up: wait for its otel_logs, then apply
 """
@@ -10,6 +11,7 @@
 from __future__ import annotations
 
 from deploy.local.settings import READY_TIMEOUT_S, StackError, log_path, schema_mode
+from queries import migrate
 from queries.schema import ddl
 from queries.schema.cluster import cluster_schema
 from wirelens_helpers import clickhouse
@@ -39,6 +41,15 @@ def apply_schema_when_ready(settings: dict[str, str]) -> None:
 
 
 def apply_schema(settings: dict[str, str]) -> None:
+    if not schema_mode(settings)[0]:
+        # An older install's tables to the current form first (a no-op on a current one); a
+        # move of many rows takes minutes, hence the long timeout. On a cluster: by hand, per node.
+        try:
+            for done in migrate.run(lambda sql: clickhouse_query(settings, sql, timeout=3600),
+                                    settings["WIRELENS_REQUESTS_TTL_DAYS"], log=print):
+                print(f"schema: migrated: {done}")
+        except migrate.MigrationError as exc:
+            raise StackError(f"schema migration (queries/migrate.py): {exc}") from exc
     for statement in schema_statements(settings):
         clickhouse_query(settings, statement)
 

@@ -7,19 +7,40 @@
 
 CREATE DATABASE IF NOT EXISTS wirelens;
 
--- ReplacingMergeTree keyed on the call (time, request id): a batch the
+-- ReplacingMergeTree keyed on the call (time, request key): a batch the
 -- Collector re-sends after a failed export collapses to one row. Read with
 -- FINAL (or GROUP BY request_id) when counts must be exact.
+-- request_key is request_id as a UUID: FINAL compares 16 fixed bytes instead
+-- of a ZSTD string (issue 30: count() FINAL over 10M calls 0.30 -> 0.12 s).
+-- x-request-id is whatever the client or Envoy sent, so request_id keeps the
+-- text as it came (every reader and the cluster's sharding key use it), and
+-- request_key is that text parsed when it is a UUID in its canonical form
+-- (lowercase, with dashes: what Envoy generates), otherwise the 128-bit
+-- sipHash128 of the text: a non-UUID id still dedups deterministically (the
+-- same text, the same key) and is never lost (the text stays in request_id).
+-- Two different texts share a key only on a 128-bit hash collision (and then
+-- only collapse when their timestamps are equal to the nanosecond); an id and
+-- the same UUID in capitals stay two keys, as they were two strings before.
+-- Integer columns use CODEC(T64, LZ4) (set below, after the generated
+-- columns), the timestamp Delta + LZ4: LZ4 alone cost 0.10 CPU-s to read a
+-- UInt64 column of 10M calls, T64 + LZ4 0.02 s at the same size, and ZSTD's
+-- decompression is slower still (bench/query_speed.py, issue 30).
+-- An existing table with the older key (timestamp, request_id) is moved to
+-- this one by queries/migrate.py, which the schema step runs first.
 -- Time leads the key because calls arrive in time order: the Collector's
 -- inserts then make parts whose key ranges barely overlap, and FINAL only has
 -- to merge the overlaps (10M calls: FINAL costs ~nothing, where a key led by
 -- operation and protocol made every part overlap every other and FINAL merge
--- all 10M rows, >1 s; bench/query_speed.py). Existing tables keep the key
--- they were created with (drop wirelens.requests to pick this one up).
+-- all 10M rows, >1 s; bench/query_speed.py).
 CREATE TABLE IF NOT EXISTS wirelens.requests
 (
-    timestamp              DateTime64(9) CODEC(Delta, ZSTD),
+    timestamp              DateTime64(9) CODEC(Delta, LZ4),
     request_id             String CODEC(ZSTD),
+    -- the key's request id: see above (MATERIALIZED: computed at insert, not
+    -- in SELECT *, so INSERT ... SELECT * recomputes it from request_id)
+    request_key            UUID MATERIALIZED if(toString(toUUIDOrZero(request_id)) = request_id,
+                                                toUUIDOrZero(request_id),
+                                                reinterpretAsUUID(sipHash128(request_id))),
     trace_id               String CODEC(ZSTD),
     span_id                String CODEC(ZSTD),
     run_id                 LowCardinality(String),
@@ -94,7 +115,7 @@ CREATE TABLE IF NOT EXISTS wirelens.requests
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toDate(timestamp)
-ORDER BY (timestamp, request_id)
+ORDER BY (timestamp, request_key)
 TTL toDateTime(timestamp) + toIntervalDay(${WIRELENS_REQUESTS_TTL_DAYS});
 
 -- The retention above applies when the table is created; this keeps an
@@ -147,6 +168,53 @@ ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS counterfactual_rate Float
 -- The stack that served the call (go, python): Envoy's upstream cluster
 -- metadata (envoy/envoy.yaml.tmpl), empty for a call no upstream served.
 ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS stack LowCardinality(String);
+
+-- Integer columns: T64 + LZ4 (see the table's comment; the generated column
+-- lines above carry no codec). Only the codec changes, never the type: a
+-- metadata change, no mutation; parts written before keep their codec until a
+-- merge rewrites them. tests/unit/test_migration.py checks that every integer
+-- column has it, so a new one gets it here.
+ALTER TABLE wirelens.requests
+    MODIFY COLUMN http_status CODEC(T64, LZ4),
+    MODIFY COLUMN grpc_status CODEC(T64, LZ4),
+    MODIFY COLUMN request_header_bytes CODEC(T64, LZ4),
+    MODIFY COLUMN response_header_bytes CODEC(T64, LZ4),
+    MODIFY COLUMN response_trailer_bytes CODEC(T64, LZ4),
+    MODIFY COLUMN request_body_bytes CODEC(T64, LZ4),
+    MODIFY COLUMN response_body_bytes CODEC(T64, LZ4),
+    MODIFY COLUMN request_messages CODEC(T64, LZ4),
+    MODIFY COLUMN response_messages CODEC(T64, LZ4),
+    MODIFY COLUMN request_message_bytes CODEC(T64, LZ4),
+    MODIFY COLUMN request_message_min CODEC(T64, LZ4),
+    MODIFY COLUMN request_message_max CODEC(T64, LZ4),
+    MODIFY COLUMN response_message_bytes CODEC(T64, LZ4),
+    MODIFY COLUMN response_message_min CODEC(T64, LZ4),
+    MODIFY COLUMN response_message_max CODEC(T64, LZ4),
+    MODIFY COLUMN request_framing_bytes CODEC(T64, LZ4),
+    MODIFY COLUMN response_framing_bytes CODEC(T64, LZ4),
+    MODIFY COLUMN request_compressed_messages CODEC(T64, LZ4),
+    MODIFY COLUMN response_compressed_messages CODEC(T64, LZ4),
+    MODIFY COLUMN ttfb_us CODEC(T64, LZ4),
+    MODIFY COLUMN duration_us CODEC(T64, LZ4),
+    MODIFY COLUMN request_duration_us CODEC(T64, LZ4),
+    MODIFY COLUMN counterfactual_request_proto_bytes CODEC(T64, LZ4),
+    MODIFY COLUMN counterfactual_response_proto_bytes CODEC(T64, LZ4),
+    MODIFY COLUMN counterfactual_request_json_bytes CODEC(T64, LZ4),
+    MODIFY COLUMN counterfactual_response_json_bytes CODEC(T64, LZ4),
+    MODIFY COLUMN envoy_duration_ms CODEC(T64, LZ4),
+    MODIFY COLUMN envoy_bytes_received CODEC(T64, LZ4),
+    MODIFY COLUMN envoy_bytes_sent CODEC(T64, LZ4),
+    MODIFY COLUMN upstream_service_ms CODEC(T64, LZ4),
+    MODIFY COLUMN request_duration_ms CODEC(T64, LZ4),
+    MODIFY COLUMN response_duration_ms CODEC(T64, LZ4),
+    MODIFY COLUMN response_tx_duration_ms CODEC(T64, LZ4),
+    MODIFY COLUMN request_headers_bytes CODEC(T64, LZ4),
+    MODIFY COLUMN response_headers_bytes CODEC(T64, LZ4),
+    MODIFY COLUMN downstream_header_bytes_received CODEC(T64, LZ4),
+    MODIFY COLUMN downstream_header_bytes_sent CODEC(T64, LZ4),
+    MODIFY COLUMN downstream_wire_bytes_received CODEC(T64, LZ4),
+    MODIFY COLUMN downstream_wire_bytes_sent CODEC(T64, LZ4),
+    MODIFY COLUMN connection_id CODEC(T64, LZ4);
 
 -- The filter's record arrives expanded into attributes by the Collector
 -- (transform/wirelens_record). Envoy writes "-" for a field it has no value
