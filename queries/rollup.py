@@ -168,9 +168,8 @@ def refresh_interval_s() -> int:
 
 
 # The refresh's choice of minutes: replaced by every minute of one day for `rebuild`.
-STALE_MINUTES = re.compile(r"WITH\s+touched AS\s*\(.*?\n    \),\s*stale AS\s*\(.*?\n    \),", re.S)
-DAY_MINUTES = ("WITH\n    stale AS (SELECT toDateTime({day:Date}) + toIntervalMinute(number) AS minute "
-               "FROM numbers(1440)),")
+STALE_MINUTES = re.compile(r"WITH\s+touched AS\s*\(.*?\n    \) AS stale,", re.S)
+DAY_MINUTES = "WITH\n    arrayMap(i -> toDateTime({day:Date}) + toIntervalMinute(i), range(1440)) AS stale,"
 
 
 def day_select(table: str) -> str:
@@ -178,7 +177,7 @@ def day_select(table: str) -> str:
     select, n = STALE_MINUTES.subn(DAY_MINUTES, view_select(table))
     if n != 1:
         raise RollupError(f"{ROLLUP_DDL}: the SELECT of {ROLLUPS[table]} does not open with the CTEs "
-                          "`touched` and `stale` (rollup.py's rebuild replaces them)")
+                          "`touched` and the scalar `stale` (rollup.py's rebuild replaces them)")
     return select
 
 

@@ -113,10 +113,11 @@ WITH
         WHERE inserted_at > (SELECT max(as_of) FROM wirelens.requests_by_minute) - toIntervalSecond(60)
         GROUP BY minute
     ),
-    -- of those, the minutes whose rows arrived after their own last recomputation - 60 s
-    stale AS
+    -- of those, the minutes whose rows arrived after their own last
+    -- recomputation - 60 s: the minutes to recompute (a scalar subquery, so
+    -- computed once per refresh)
     (
-        SELECT t.minute AS minute
+        SELECT groupArray(t.minute)
         FROM touched AS t
         LEFT JOIN
         (
@@ -126,7 +127,7 @@ WITH
             GROUP BY minute
         ) AS done ON done.minute = t.minute
         WHERE t.last_insert > done.as_of - toIntervalSecond(60)
-    ),
+    ) AS stale,
     -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
     if(r.sample_rate > 0, round(toFloat64(r.sample_rate), 7), 1)       AS rate,
     1 / rate                                                           AS weight,
@@ -171,10 +172,10 @@ SELECT
     quantilesDDState(0.01, 0.5, 0.9, 0.95, 0.99, 0.999)(r.ttfb_us)     AS ttfb_sketch,
     now64(3)                                                           AS as_of
 FROM wirelens.requests AS r FINAL
--- the range lets the primary key prune; IN keeps only the stale minutes
-WHERE r.timestamp >= (SELECT min(minute) FROM stale)
-  AND r.timestamp < (SELECT max(minute) FROM stale) + toIntervalMinute(1)
-  AND toStartOfMinute(r.timestamp) IN (SELECT minute FROM stale)
+-- the range lets the primary key prune; has() keeps only the stale minutes
+WHERE r.timestamp >= arrayMin(stale)
+  AND r.timestamp < arrayMax(stale) + toIntervalMinute(1)
+  AND has(stale, toStartOfMinute(r.timestamp))
 GROUP BY
     minute,
     run_id,
@@ -211,6 +212,7 @@ REFRESH EVERY 10 SECOND APPEND
 TO wirelens.requests_by_second
 AS
 WITH
+    -- minutes with raw rows inserted since shortly before the rollup's watermark
     touched AS
     (
         SELECT
@@ -220,9 +222,11 @@ WITH
         WHERE inserted_at > (SELECT max(as_of) FROM wirelens.requests_by_second) - toIntervalSecond(60)
         GROUP BY minute
     ),
-    stale AS
+    -- of those, the minutes whose rows arrived after their own last
+    -- recomputation - 60 s: the minutes to recompute (a scalar subquery, so
+    -- computed once per refresh)
     (
-        SELECT t.minute AS minute
+        SELECT groupArray(t.minute)
         FROM touched AS t
         LEFT JOIN
         (
@@ -232,7 +236,7 @@ WITH
             GROUP BY minute
         ) AS done ON done.minute = t.minute
         WHERE t.last_insert > done.as_of - toIntervalSecond(60)
-    ),
+    ) AS stale,
     -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
     if(r.sample_rate > 0, round(toFloat64(r.sample_rate), 7), 1)       AS rate,
     1 / rate                                                           AS weight
@@ -246,9 +250,9 @@ SELECT
     min(rate)                                                          AS lowest_rate,
     now64(3)                                                           AS as_of
 FROM wirelens.requests AS r FINAL
-WHERE r.timestamp >= (SELECT min(minute) FROM stale)
-  AND r.timestamp < (SELECT max(minute) FROM stale) + toIntervalMinute(1)
-  AND toStartOfMinute(r.timestamp) IN (SELECT minute FROM stale)
+WHERE r.timestamp >= arrayMin(stale)
+  AND r.timestamp < arrayMax(stale) + toIntervalMinute(1)
+  AND has(stale, toStartOfMinute(r.timestamp))
 GROUP BY
     second,
     run_id,

@@ -230,7 +230,7 @@ def test_rebuild_refuses_a_schema_it_cannot_read(monkeypatch, tmp_path):
     ddl = tmp_path / "004.sql"
     ddl.write_text(rollup.ROLLUP_DDL.read_text().replace("touched AS", "recent AS"))
     monkeypatch.setattr(rollup, "ROLLUP_DDL", ddl)
-    with pytest.raises(rollup.RollupError, match="does not open with the CTEs `touched` and `stale`"):
+    with pytest.raises(rollup.RollupError, match="does not open with the CTEs `touched` and the scalar `stale`"):
         rollup.day_select("wirelens.requests_by_minute")
     ddl.write_text("")
     with pytest.raises(rollup.RollupError, match="no refreshable materialized view"):
