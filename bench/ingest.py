@@ -1,31 +1,45 @@
-"""What does one call cost the pipeline behind Envoy? Ingest CPU and disk per call.
+"""What does one call cost the pipeline behind Envoy? Ingest CPU at steady rates, in bulk, and disk per call.
 
 (`make bench`, section `ingest`; also `make bench-ingest`.)
 
-For each protocol mix (all six protocols evenly, REST only, gRPC only) it
-starts the pipeline exactly as the local stack ships it, on free loopback
-ports in a temporary directory — ClickHouse (the chdb-core engine),
+Every run starts the pipeline exactly as the local stack ships it, on free
+loopback ports in a temporary directory: ClickHouse (the chdb-core engine),
 the Collector (`collector/config.yaml`, `bin/otelcol-wirelens`), the schema
-(`queries/schema`), logship — and lets logship ship an access-log file of N
-synthetic calls written beforehand in Envoy's format (`envoy/wiring.py`'s
+(`queries/schema`), logship, and for the rate axis Jaeger. The calls are
+synthetic lines in Envoy's access-log format (`envoy/wiring.py`'s
 `access_log_line_format`: the same attributes, the filter's packed record).
-Then:
 
-- ingest: from logship's start until every call is a row in
-  `wirelens.requests` (and background merges have settled), the CPU time of
-  each process (utime+stime from /proc): records per CPU second = records per
-  second one core of that component sustains on the insert path as shipped
-  (logship → OTLP → memory_limiter → transform → clickhouse exporter →
-  `otel.otel_logs` → materialized view → `wirelens.requests`);
+- rate axis (`--rates 0,60,600,3000`, `--seconds`, `--warmup`; issue 30): one
+  stack; at each rate in turn a driver appends that many calls a second to
+  the access log (every 200 ms, as Envoy flushes its file) and sends the same
+  calls' spans to the Collector over OTLP (the local stack traces every
+  call; `--no-spans` leaves them out). After the warm-up, over the window:
+  each process's cores (utime+stime from /proc), the engine's cores above
+  rate 0's (its idle cost), rows per engine CPU second, the engine's CPU by
+  thread name (ClickHouse names its threads after their job: TCPHandler runs
+  an insert and its materialized views, MergeMutate the merges, RefreshTask
+  the refreshable views) and its counters (system.events: inserts, parts
+  written, merges), and where calls written but not yet rows wait (logship,
+  the Collector's queue);
+- bulk (`--mixes mixed,rest,grpc`, `--calls N`): a file of N calls written
+  beforehand, shipped at once: from logship's start until every call is a
+  row in `wirelens.requests` (and background merges have settled), the CPU
+  time of each process: records per CPU second = records per second one core
+  of that component sustains on the insert path as shipped (logship → OTLP →
+  memory_limiter → transform → clickhouse exporter's persistent queue and
+  batch → `otel.otel_logs` → materialized view → `wirelens.requests`);
 - storage: after `OPTIMIZE ... FINAL`, the bytes on disk per call of
   `wirelens.requests` and of the exporter's `otel.otel_logs` (the raw copy
   the view reads), and the columns that weigh most.
 
-Prints a table and the per-day disk at 10^4, 10^5 and 10^6 calls/s with the
-retention of each table; writes build/bench/ingest.json. Exit 0 whatever the
-numbers, 1 when something broke.
+Prints the tables and the per-day disk at 10^4, 10^5 and 10^6 calls/s with
+the retention of each table; writes build/bench/ingest.json. Exit 0 whatever
+the numbers, 1 when something broke (a call that never became a row).
+The default run (rates 0, 60, 600, 3000 for 30 s each, then 200,000 calls of
+the mixed mix) takes about 5 minutes.
 
-    python -m bench.ingest [--calls N] [--mixes mixed,rest,grpc] [--quick]
+    python -m bench.ingest [--rates 0,60,600,3000] [--seconds 30] [--warmup 10] [--no-spans]
+                           [--calls N] [--mixes mixed,rest,grpc] [--without-rollups] [--quick]
 """
 
 from __future__ import annotations
@@ -40,6 +54,7 @@ import shutil
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -62,7 +77,10 @@ MIXES = {
 }
 RATES = (10_000, 100_000, 1_000_000)  # calls per second, for the per-day table
 RAW_LOGS_TTL_DAYS = 3  # collector/config.yaml: WIRELENS_RAW_LOGS_TTL's default, 72h
-ROLLUP_VIEWS = ("wirelens.requests_by_minute_from_requests", "wirelens.requests_by_second_from_requests")
+# The views that fill the rollups: the refreshable ones (issue 30, queries/schema/004_rollups.sql) and, on an
+# older schema, the insert-time ones; --without-rollups drops whichever exist.
+ROLLUP_VIEWS = ("wirelens.requests_by_minute_refresh", "wirelens.requests_by_second_refresh",
+                "wirelens.requests_by_minute_from_requests", "wirelens.requests_by_second_from_requests")
 DRAIN_TIMEOUT_S = 900.0
 
 
@@ -139,6 +157,8 @@ def record(rng: random.Random, protocol: str, op: tuple) -> tuple[dict, dict]:
         "http.request.method": method if not framed else "POST",
         "http.response.status_code": 503 if failed and not framed else 200,
         "network.protocol.version": "HTTP/1.1" if http1 else "HTTP/2",
+        "envoy.grpc_status": str(rec["rpc.grpc.status_code"]) if framed else "-",
+        "wirelens.stack": "go",
     }
     return rec, envoy
 
@@ -283,6 +303,306 @@ def run_mix(mix: str, calls: int, rollups: bool = True) -> dict:
         shutil.rmtree(base, ignore_errors=True)
 
 
+# ------------------------------------------------------------------ rate axis (issue 30)
+#
+# At a steady rate, what does the engine burn above its idle? The stack as
+# shipped (ClickHouse, Collector, Jaeger, logship, the schema) on free ports;
+# a driver appends access-log lines at the rate, every TICK_S (Envoy flushes
+# its access-log file every WIRELENS_ENVOY_FILE_FLUSH_MS, 200 by default), and
+# sends the same calls' spans to the Collector over OTLP/gRPC (the local stack
+# traces every call). After a warm-up at each rate, the CPU of each process
+# over the window, and inside the engine the CPU of each kind of thread
+# (ClickHouse names its threads: TCPHandler, MergeMutate, AsyncInsert...) and
+# the engine's own counters (system.events: inserts, parts written, merges).
+# Rate 0 is the idle cost (the stack up, nothing flowing).
+
+TICK_S = 0.2
+DEFAULT_RATES = (0, 60, 600, 3000)
+DEFAULT_SECONDS = 30.0
+DEFAULT_WARMUP_S = 10.0
+ENGINE_EVENTS = (
+    "Query", "InsertQuery", "AsyncInsertQuery", "AsyncInsertRows", "AsyncInsertBytes", "FailedAsyncInsertQuery",
+    "InsertedRows", "InsertedBytes", "MergeTreeDataWriterBlocks", "MergeTreeDataWriterRows",
+    "Merge", "MergedRows", "MergeTotalMilliseconds", "MergesTimeMilliseconds", "SelectQuery",
+    "DelayedInserts", "UserTimeMicroseconds", "SystemTimeMicroseconds",
+)
+
+
+def _pb_varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _pb_bytes(field: int, payload: bytes) -> bytes:
+    return _pb_varint(field << 3 | 2) + _pb_varint(len(payload)) + payload
+
+
+def _pb_fixed64(field: int, value: int) -> bytes:
+    return _pb_varint(field << 3 | 1) + value.to_bytes(8, "little")
+
+
+def _pb_attribute(key: str, value: object) -> bytes:
+    """An OTLP KeyValue: string, int or double."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        any_value = _pb_bytes(1, str(value).encode())
+    elif isinstance(value, int):
+        any_value = _pb_varint(3 << 3 | 0) + _pb_varint(value & (2**64 - 1))
+    else:
+        import struct
+        any_value = _pb_varint(4 << 3 | 1) + struct.pack("<d", value)
+    return _pb_bytes(1, key.encode()) + _pb_bytes(2, any_value)
+
+
+def otlp_spans_request(lines: list[dict]) -> bytes:
+    """An OTLP ExportTraceServiceRequest (protobuf, hand-encoded: no OTLP package in the venv) with one
+    server span per access-log line, tagged as Envoy's tracer tags the call's span (envoy/wiring.py's
+    tracing: the record's span tags plus Envoy's own HTTP tags)."""
+    spans = []
+    for line in lines:
+        attrs = line["attributes"]
+        start = int(float(line["time"]) * 1e9)
+        tags = {"wirelens.record": attrs["wirelens.record"], "wirelens.run_id": attrs["wirelens.run_id"],
+                "component": "proxy", "node_id": "wirelens-local", "zone": "",
+                "guid:x-request-id": attrs["wirelens.request_id"], "http.url": "http://127.0.0.1/x",
+                "http.method": attrs.get("http.request.method", "POST"),
+                "http.status_code": str(attrs.get("http.response.status_code", 200)),
+                "http.protocol": attrs.get("network.protocol.version", "HTTP/2"),
+                "upstream_cluster": "grpc_service", "upstream_cluster.name": "grpc_service",
+                "response_size": str(attrs.get("envoy.bytes_sent", 0)),
+                "request_size": str(attrs.get("envoy.bytes_received", 0)), "response_flags": "-"}
+        span = (_pb_bytes(1, bytes.fromhex(line["trace_id"])) + _pb_bytes(2, bytes.fromhex(line["span_id"]))
+                + _pb_bytes(5, b"ingress") + _pb_varint(6 << 3) + _pb_varint(2)  # SPAN_KIND_SERVER
+                + _pb_fixed64(7, start) + _pb_fixed64(8, start + 1_000_000)
+                + b"".join(_pb_bytes(9, _pb_attribute(k, v)) for k, v in tags.items()))
+        spans.append(_pb_bytes(2, span))
+    resource = _pb_bytes(1, b"".join(_pb_bytes(1, _pb_attribute(k, v)) for k, v in
+                                      {"service.name": "wirelens-envoy"}.items()))
+    scope_spans = _pb_bytes(2, b"".join(spans))
+    return _pb_bytes(1, resource + scope_spans)
+
+
+class SpanSender:
+    """OTLP/gRPC trace exports to the Collector (raw protobuf bytes through grpc's generic stub)."""
+
+    def __init__(self, port: int) -> None:
+        import grpc  # noqa: PLC0415
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        self.export = self.channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                                               request_serializer=None, response_deserializer=None)
+        self.failed = 0
+
+    def send(self, lines: list[dict]) -> None:
+        try:
+            self.export(otlp_spans_request(lines), timeout=5)
+        except Exception:  # a refused export is counted, as Envoy's tracer would drop it
+            self.failed += len(lines)
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+class LineSource:
+    """Access-log lines of distinct calls, cheaply: templates made by write_access_log's record(), each use
+    with a fresh request id and the time of now."""
+
+    def __init__(self, protocols: tuple[str, ...], seed: int = 7, templates: int = 2000) -> None:
+        self.rng = random.Random(seed)
+        path = Path(tempfile.mkdtemp(prefix="wirelens-ingest-templates-")) / "t.jsonl"
+        try:
+            write_access_log(path, templates, protocols, seed)
+            self.templates = [json.loads(line) for line in path.read_text().splitlines()]
+        finally:
+            shutil.rmtree(path.parent, ignore_errors=True)
+        self.n = 0
+
+    def take(self, count: int) -> list[dict]:
+        out = []
+        now = time.time()
+        for _ in range(count):
+            line = dict(self.templates[self.n % len(self.templates)])
+            attributes = dict(line["attributes"])
+            attributes["wirelens.request_id"] = str(uuid.UUID(int=self.rng.getrandbits(128)))
+            line["attributes"] = attributes
+            line["time"] = f"{now:.9f}"
+            line["trace_id"] = f"{self.rng.getrandbits(128):032x}"
+            line["span_id"] = f"{self.rng.getrandbits(64):016x}"
+            out.append(line)
+            self.n += 1
+        return out
+
+
+def thread_cpu(pid: int) -> dict[str, tuple[str, float]]:
+    """tid -> (thread name, CPU seconds so far) of the live threads of `pid`. ClickHouse names a pool
+    thread after its current job, so a window's CPU goes to the name at its end (approximate)."""
+    out: dict[str, tuple[str, float]] = {}
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        raise Broken(f"process {pid} is gone") from None
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")].rstrip("0123456789").rstrip("-_ ") or "?"
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[tid] = (name, (int(fields[11]) + int(fields[12])) / benchlib.CLK_TCK)
+    return out
+
+
+def threads_delta(before: dict[str, tuple[str, float]], after: dict[str, tuple[str, float]],
+                  total_s: float) -> dict[str, float]:
+    """CPU seconds in the window by thread name; `exited` = the process's total minus the live threads'."""
+    out: dict[str, float] = {}
+    for tid, (name, cpu) in after.items():
+        out[name] = out.get(name, 0.0) + cpu - before.get(tid, (name, 0.0))[1]
+    out["exited threads"] = total_s - sum(out.values())
+    return {name: round(s, 2) for name, s in sorted(out.items(), key=lambda kv: -kv[1]) if s >= 0.01}
+
+
+def engine_events(settings: dict[str, str]) -> dict[str, int]:
+    names = ", ".join(f"'{e}'" for e in ENGINE_EVENTS)
+    text = stack.clickhouse_query(settings, f"SELECT event, value FROM system.events WHERE event IN ({names}) "
+                                            "FORMAT TabSeparated")
+    return {name: int(value) for name, value in (line.split("\t") for line in text.splitlines() if line)}
+
+
+def backlog(settings: dict[str, str]) -> dict:
+    """Where calls written but not yet rows wait: logship's unshipped bytes, the Collector's logs queue."""
+    from collector import tier  # noqa: PLC0415
+    from deploy.local import components  # noqa: PLC0415
+    out: dict = {}
+    progress = components.logship_progress(settings) or {}
+    out["logship_pending_bytes"] = progress.get("pending_bytes")
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{settings['WIRELENS_COLLECTOR_METRICS_PORT']}/metrics",
+                                    timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return out
+    out["collector_logs_queue"] = tier.metric_sum(text, "otelcol_exporter_queue_size", exporter="clickhouse/logs",
+                                                  data_type="logs")
+    out["collector_logs_sent"] = tier.metric_sum(text, "otelcol_exporter_sent_log_records",
+                                                 exporter="clickhouse/logs")
+    out["collector_logs_accepted"] = tier.metric_sum(text, "otelcol_receiver_accepted_log_records")
+    return out
+
+
+def drive(settings: dict[str, str], source: LineSource, spans: SpanSender | None, rate: float,
+          seconds: float, log_file) -> int:
+    """Append `rate` calls a second to the access log (and send their spans) for `seconds`; returns the
+    calls written. Paced against the clock: each tick writes what is due by then."""
+    t0 = time.monotonic()
+    written = 0
+    while True:
+        elapsed = time.monotonic() - t0
+        if elapsed >= seconds:
+            break
+        due = int(rate * min(elapsed + TICK_S, seconds)) - written
+        if due > 0:
+            lines = source.take(due)
+            log_file.write("".join(json.dumps(line, separators=(",", ":"), sort_keys=True) + "\n"
+                                   for line in lines))
+            log_file.flush()
+            if spans:
+                spans.send(lines)
+            written += due
+        pause = t0 + (int(elapsed / TICK_S) + 1) * TICK_S - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)  # pacing the load, not waiting for a result
+    return written
+
+
+def run_rates(rates: list[int], seconds: float, warmup_s: float, with_spans: bool, mix: str = "mixed") -> dict:
+    """One stack; each rate in the given order: warm-up, then the measured window."""
+    base = Path(tempfile.mkdtemp(prefix="wirelens-ingest-rates-"))
+    defaults = stack.load_settings({})
+    ports = [name for name in defaults if name.endswith("_PORT")]
+    environ = dict(zip(ports, map(str, benchlib.free_ports(len(ports)))))
+    environ["WIRELENS_STATE_DIR"] = str(base)
+    settings = stack.load_settings(environ)
+    result: dict = {"mix": mix, "spans": with_spans, "seconds": seconds, "warmup_s": warmup_s, "rates": []}
+    names = ["clickhouse", "collector", "logship"] + (["jaeger"] if with_spans else [])
+    source = LineSource(MIXES[mix])
+    spans = None
+    try:
+        access_log = Path(settings["WIRELENS_ACCESS_LOG"])
+        access_log.parent.mkdir(parents=True, exist_ok=True)
+        access_log.touch()
+        for name in (["clickhouse", "jaeger", "collector", "logship"] if with_spans
+                     else ["clickhouse", "collector", "logship"]):
+            log(f"rates: {name} {stack.start_one(name, settings)}")
+        pids = {"clickhouse": engine_pid(stack.read_pid(settings, "clickhouse"))}
+        for name in names[1:]:
+            pids[name] = stack.read_pid(settings, name)
+        spans = SpanSender(int(settings["WIRELENS_COLLECTOR_OTLP_PORT"])) if with_spans else None
+        total_written = 0
+        with open(access_log, "a") as log_file:
+            for rate in rates:
+                log(f"rates: {rate} calls/s: {warmup_s:.0f} s warm-up, then {seconds:.0f} s measured")
+                total_written += drive(settings, source, spans, rate, warmup_s, log_file)
+                rows0 = count(settings, "SELECT count() FROM wirelens.requests")
+                busy0, all0 = benchlib.machine_cpu()
+                cpu0, threads0, events0 = cpu_s(pids), thread_cpu(pids["clickhouse"]), engine_events(settings)
+                t0 = time.monotonic()
+                written = drive(settings, source, spans, rate, seconds, log_file)
+                wall = time.monotonic() - t0
+                cpu1, threads1, events1 = cpu_s(pids), thread_cpu(pids["clickhouse"]), engine_events(settings)
+                busy1, all1 = benchlib.machine_cpu()
+                total_written += written
+                rows1 = count(settings, "SELECT count() FROM wirelens.requests")
+                waiting = backlog(settings)
+                lag = total_written - rows1
+                spent = {name: cpu1[name] - cpu0[name] for name in pids}
+                by_thread = threads_delta(threads0, threads1, spent["clickhouse"])
+                row = {"rate": rate, "wall_s": wall, "calls_written": written, "rows_in_window": rows1 - rows0,
+                       "behind_at_end": lag, "backlog_at_end": waiting,
+                       "cores": {name: s / wall for name, s in spent.items()}, "cpu_s": spent,
+                       "engine_threads_cpu_s": by_thread,
+                       "engine_events": {k: events1.get(k, 0) - events0.get(k, 0) for k in ENGINE_EVENTS
+                                         if events1.get(k, 0) - events0.get(k, 0)},
+                       "machine_busy_cores": round((busy1 - busy0) / max(all1 - all0, 1e-9) * (os.cpu_count() or 1), 2),
+                       "spans_failed": spans.failed if spans else 0}
+                row["records_per_engine_cpu_s"] = (row["rows_in_window"] / spent["clickhouse"]
+                                                   if rate and spent["clickhouse"] > 0 else None)
+                result["rates"].append(row)
+                log(f"rates: {rate} calls/s: engine {row['cores']['clickhouse']:.3f} cores, collector "
+                    f"{row['cores']['collector']:.3f}, logship {row['cores']['logship']:.3f}"
+                    + (f", jaeger {row['cores']['jaeger']:.3f}" if with_spans else "")
+                    + f"; {row['rows_in_window']:,} rows in the window, {lag:,} behind at its end ({waiting}); "
+                    f"engine threads {dict(list(by_thread.items())[:6])}; events {row['engine_events']}")
+        # Every call written must arrive (the window's rows are only a rate if nothing is lost).
+        try:
+            wait_for("every call written in wirelens.requests",
+                     lambda: count(settings, "SELECT count() FROM wirelens.requests FINAL"),
+                     lambda seen: seen >= total_written, timeout_s=120, interval_s=0.5)
+        except WaitTimeout as short:
+            raise Broken(f"rates: {short.last_seen:,} of {total_written:,} calls in wirelens.requests FINAL "
+                         f"120 s after the last rate; logs in {base / 'logs'}") from None
+        result["calls_written"] = total_written
+        if spans:  # the hand-encoded spans must have been read as spans: a broken encoding fails here
+            expected = total_written - spans.failed
+            try:
+                wait_for("the calls' spans in otel.otel_traces",
+                         lambda: count(settings, "SELECT count() FROM otel.otel_traces"),
+                         lambda seen: seen >= expected, timeout_s=60, interval_s=0.5)
+            except WaitTimeout as short:
+                raise Broken(f"rates: {short.last_seen:,} of {expected:,} spans in otel.otel_traces "
+                             f"({spans.failed:,} exports refused); logs in {base / 'logs'}") from None
+        return result
+    finally:
+        if spans:
+            spans.close()
+        for name in ("logship", "collector", "jaeger", "clickhouse"):
+            stack.stop(name, settings)
+        shutil.rmtree(base, ignore_errors=True)
+
+
 # ------------------------------------------------------------------ report
 
 
@@ -303,31 +623,84 @@ def per_day_table(results: list[dict], requests_ttl_days: int, raw_ttl_days: int
     return rows
 
 
+def print_rates(rates: dict) -> None:
+    rows = rates["rates"]
+    idle = next((r["cores"]["clickhouse"] for r in rows if r["rate"] == 0), None)
+    print()
+    print(f"Steady rates ({rates['seconds']:g} s each after {rates['warmup_s']:g} s of warm-up, "
+          f"{'with' if rates['spans'] else 'without'} the calls' spans): cores of each component")
+    names = [n for n in ("clickhouse", "collector", "logship", "jaeger") if n in rows[0]["cores"]]
+    print(f"{'calls/s':>8} " + " ".join(f"{n:>10}" for n in names)
+          + f" {'engine-idle':>11} {'rec/engine-s':>12} {'behind':>7} {'inserts':>8} {'parts':>7} {'merges':>7}"
+          + f" {'machine':>8}")
+    for r in rows:
+        ev = r["engine_events"]
+        above = r["cores"]["clickhouse"] - idle if idle is not None else None
+        print(f"{r['rate']:>8,} " + " ".join(f"{r['cores'][n]:>10.3f}" for n in names)
+              + f" {above if above is not None else float('nan'):>11.3f}"
+              + f" {r['records_per_engine_cpu_s'] or 0:>12,.0f} {r['behind_at_end']:>7,}"
+              + f" {ev.get('InsertQuery', 0):>8,} {ev.get('MergeTreeDataWriterBlocks', 0):>7,}"
+              + f" {ev.get('Merge', 0):>7,} {r['machine_busy_cores']:>8}")
+    print("(engine-idle: the engine's cores above rate 0's; inserts, parts, merges: the engine's counters in "
+          "the window; machine: cores busy on the whole machine)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--calls", type=int, default=DEFAULT_CALLS,
                     help=f"calls per mix (default {DEFAULT_CALLS:,})")
-    ap.add_argument("--mixes", default=",".join(MIXES), help=f"comma-separated, of {', '.join(MIXES)}")
-    ap.add_argument("--quick", action="store_true", help="smoke test: 5,000 calls, the mixed mix only")
+    ap.add_argument("--mixes", default="mixed",
+                    help=f"bulk runs (a file of --calls calls shipped at once), comma-separated, of "
+                         f"{', '.join(MIXES)}; '' for none (default: mixed)")
+    ap.add_argument("--rates", default=",".join(map(str, DEFAULT_RATES)),
+                    help="the rate axis: calls/s, comma-separated, run in this order on one stack, each "
+                         f"after a warm-up ('' for none; default {','.join(map(str, DEFAULT_RATES))}; "
+                         "0 = the idle cost)")
+    ap.add_argument("--seconds", type=float, default=DEFAULT_SECONDS,
+                    help=f"measured window per rate (default {DEFAULT_SECONDS:g})")
+    ap.add_argument("--warmup", type=float, default=DEFAULT_WARMUP_S,
+                    help=f"warm-up per rate before its window (default {DEFAULT_WARMUP_S:g})")
+    ap.add_argument("--no-spans", action="store_true",
+                    help="rate axis without the calls' spans (the local stack traces every call)")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke test: 5,000 calls, the mixed mix; rates 0 and 60, 10 s each")
     ap.add_argument("--without-rollups", action="store_true",
                     help="also run the mixed mix with the rollup views dropped: what the rollups cost ClickHouse")
     ap.add_argument("--json", type=Path, default=JSON_OUT, help="results file")
     args = ap.parse_args(argv)
-    mixes = args.mixes.split(",")
+    mixes = [m for m in args.mixes.split(",") if m]
     unknown = set(mixes) - set(MIXES)
     if unknown:
         ap.error(f"--mixes: unknown {', '.join(sorted(unknown))}; expected some of {', '.join(MIXES)}")
+    try:
+        rates = [int(r) for r in args.rates.split(",") if r.strip()]
+    except ValueError:
+        ap.error(f"--rates {args.rates!r}: expected whole calls/s, comma-separated (e.g. 0,60,600,3000)")
+    if any(r < 0 for r in rates):
+        ap.error(f"--rates {args.rates!r}: a rate cannot be negative")
+    if args.seconds <= 0 or args.warmup < 0:
+        ap.error("--seconds must be positive and --warmup not negative")
     if args.quick:
         args.calls, mixes = 5_000, ["mixed"]
+        rates, args.seconds, args.warmup = [0, 60], 10.0, 5.0
+    if args.calls <= 0:
+        ap.error("--calls must be positive")
     ttl_days = int(stack.load_settings({})["WIRELENS_REQUESTS_TTL_DAYS"])
 
     result: dict = {"meta": {"calls": args.calls, "quick": args.quick, "host": platform.node(),
                              "cpus": os.cpu_count(), "requests_ttl_days": ttl_days,
                              "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")},
-                    "mixes": [], "problems": []}
+                    "mixes": [], "rates": None, "problems": []}
     rc = 0
     busy0, total0 = benchlib.machine_cpu()
+    if rates:
+        try:
+            result["rates"] = run_rates(rates, args.seconds, args.warmup, not args.no_spans)
+        except (Broken, stack.StackError) as exc:
+            result["problems"].append(str(exc))
+            log(f"rates: BROKEN: {exc}")
+            rc = 1
     runs = [(mix, True) for mix in mixes] + ([("mixed", False)] if args.without_rollups else [])
     for mix, rollups in runs:
         try:
@@ -341,11 +714,14 @@ def main(argv: list[str] | None = None) -> int:
                                                  * (os.cpu_count() or 1), 2)
     result["per_day"] = per_day_table([m for m in result["mixes"] if m["rollups"]], ttl_days, RAW_LOGS_TTL_DAYS)
 
-    print()
-    print(f"Ingest as shipped (logship → Collector → ClickHouse), {args.calls:,} calls per mix: "
-          "records per CPU second of each component (= records/s one core sustains)")
-    print(f"{'mix':<22} {'wall calls/s':>12} {'logship':>9} {'Collector':>10} {'ClickHouse':>11}   "
-          f"{'requests B/call':>15} {'otel_logs B/call':>16}")
+    if result["rates"]:
+        print_rates(result["rates"])
+    if result["mixes"]:
+        print()
+        print(f"Ingest as shipped (logship → Collector → ClickHouse), {args.calls:,} calls per mix: "
+              "records per CPU second of each component (= records/s one core sustains)")
+        print(f"{'mix':<22} {'wall calls/s':>12} {'logship':>9} {'Collector':>10} {'ClickHouse':>11}   "
+              f"{'requests B/call':>15} {'otel_logs B/call':>16}")
     for r in result["mixes"]:
         per = r["ingest"]["records_per_cpu_s"]
         st = r["storage"]
