@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+from queries import rollup
 from queries.schema.cluster import cluster_schema
 from wirelens_helpers import clickhouse  # ClickHouse over HTTP
 from deploy.local import stack
@@ -259,6 +260,9 @@ def loaded(clusters):
     for node in sharded.nodes:
         query(node.url, "SYSTEM FLUSH DISTRIBUTED otel.otel_metrics_sum")
         query(node.url, "SYSTEM FLUSH DISTRIBUTED wirelens.runs")
+    # The rollups are recomputed by each node's refreshable views (every 10 s): refresh them now.
+    for node in [*sharded.nodes, one_node]:
+        rollup.wait_refreshed(node.url, timeout_s=120)
     timings["load"] = time.monotonic() - t0
     return sharded, single
 
