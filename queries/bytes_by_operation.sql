@@ -50,35 +50,56 @@ SELECT
     round(if(wire = min_wire, 1, wire / nullIf(min_wire, 0)), 3)             AS wire_ratio
 FROM
 (
-    WITH
-        -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
-        if(sample_rate > 0, round(toFloat64(sample_rate), 7), 1)     AS rate,
-        1 / rate                                                     AS weight
     SELECT
         operation,
         protocol,
-        sum(weight)                                                  AS weighted_calls,
-        count()                                                      AS sampled_calls,
+        -- weighted means: sum(x / rate) / sum(1 / rate) over the calls, from the per-rate sums
+        sum(n / rate)                                                AS weighted_calls,
+        sum(n)                                                       AS sampled_calls,
         min(rate)                                                    AS lowest_rate,
-        avgWeighted(request_header_bytes, weight)                    AS req_header,
-        avgWeighted(response_header_bytes, weight)                   AS resp_header,
-        avgWeighted(request_body_bytes, weight)                      AS req_body,
-        avgWeighted(response_body_bytes, weight)                     AS resp_body,
-        avgWeighted(request_framing_bytes, weight)                   AS req_framing,
-        avgWeighted(response_framing_bytes, weight)                  AS resp_framing,
-        avgWeighted(downstream_wire_bytes_received, weight)          AS req_wire,
-        avgWeighted(downstream_wire_bytes_sent, weight)              AS resp_wire,
-        sum((downstream_wire_bytes_received + downstream_wire_bytes_sent) * weight) AS weighted_wire_bytes,
-        req_header + resp_header + avgWeighted(response_trailer_bytes, weight) AS headers,
+        sum(s_req_header / rate) / weighted_calls                    AS req_header,
+        sum(s_resp_header / rate) / weighted_calls                   AS resp_header,
+        sum(s_req_body / rate) / weighted_calls                      AS req_body,
+        sum(s_resp_body / rate) / weighted_calls                     AS resp_body,
+        sum(s_req_framing / rate) / weighted_calls                   AS req_framing,
+        sum(s_resp_framing / rate) / weighted_calls                  AS resp_framing,
+        sum(s_req_wire / rate) / weighted_calls                      AS req_wire,
+        sum(s_resp_wire / rate) / weighted_calls                     AS resp_wire,
+        sum((s_req_wire + s_resp_wire) / rate)                       AS weighted_wire_bytes,
+        req_header + resp_header + sum(s_trailer / rate) / weighted_calls AS headers,
         req_body + resp_body                                         AS bodies,
         req_wire + resp_wire                                         AS wire,
         min(headers) OVER (PARTITION BY operation)                   AS min_headers,
         min(bodies) OVER (PARTITION BY operation)                    AS min_bodies,
         min(wire) OVER (PARTITION BY operation)                      AS min_wire
-    FROM wirelens.requests FINAL
-    PREWHERE {run_id:String} = '' OR run_id = {run_id:String}  -- before FINAL: exact, faster (README)
-    WHERE timestamp >= {since:DateTime64(3)}
-      AND timestamp < {until:DateTime64(3)}
+    FROM
+    (
+        -- summed per rate first, weighted after: integer sums instead of a float weight on
+        -- every call (a rate is a grouping key; calls of one rate share their weight)
+        SELECT
+            operation,
+            protocol,
+            -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
+            if(sample_rate > 0, round(toFloat64(sample_rate), 7), 1) AS rate,
+            count()                                                  AS n,
+            sum(request_header_bytes)                                AS s_req_header,
+            sum(response_header_bytes)                               AS s_resp_header,
+            sum(response_trailer_bytes)                              AS s_trailer,
+            sum(request_body_bytes)                                  AS s_req_body,
+            sum(response_body_bytes)                                 AS s_resp_body,
+            sum(request_framing_bytes)                               AS s_req_framing,
+            sum(response_framing_bytes)                              AS s_resp_framing,
+            sum(downstream_wire_bytes_received)                      AS s_req_wire,
+            sum(downstream_wire_bytes_sent)                          AS s_resp_wire
+        FROM wirelens.requests FINAL
+        PREWHERE {run_id:String} = '' OR run_id = {run_id:String}  -- before FINAL: exact, faster (README)
+        WHERE timestamp >= {since:DateTime64(3)}
+          AND timestamp < {until:DateTime64(3)}
+        GROUP BY
+            operation,
+            protocol,
+            sample_rate
+    )
     GROUP BY
         operation,
         protocol
