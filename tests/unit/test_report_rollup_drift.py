@@ -5,8 +5,10 @@ bench/query_speed applies it) and a few synthetic calls; then each situation
 is made for real and the report must say so (cli/internal/report/rollupdrift.go):
 
     refreshed and caught up        no warning
-    refreshes stopped, rows after  "is stopped" and exactly how many rows of
-    the watermark                  the window the rollups lack
+    refreshes stopped, rollups     "is stopped", and exactly how many rows of
+    emptied, calls 5 min old       the window the rollups lack (overdue: a
+                                   warning); calls of the last seconds only:
+                                   a note; nothing once refreshes resume
     a refresh that fails           "fails", with ClickHouse's error
     the old insert-fed form        "old insert-fed form" (AggregatingMergeTree,
                                    a view filling it at insert)
@@ -50,13 +52,26 @@ def warnings(result: subprocess.CompletedProcess) -> list[str]:
     return [line.removeprefix("# warning: ") for line in result.stdout.splitlines() if line.startswith("# warning: ")]
 
 
-def insert_calls(ch, n: int, run_id: str) -> None:
-    """n calls of run_id in the last five minutes (the benchmark's generator, every call in run_id)."""
+def insert_calls(ch, n: int, run_id: str, inserted_ago_s: int = 0) -> None:
+    """n calls of run_id in the last five minutes (the benchmark's generator, every call in run_id); with
+    inserted_ago_s, their inserted_at that long ago (as if they had waited there since)."""
     generator_run = "if(segment < 3, concat('bench-run-', toString(segment + 1)), '') AS run_id"
     assert generator_run in query_speed.LOAD_SQL, "bench/query_speed.LOAD_SQL changed: update this test"
-    start_ns = int((time.time() - 300) * 1e9)
-    post(ch, query_speed.LOAD_SQL.replace(generator_run, f"'{run_id}' AS run_id").format(
-        rows=n, first=0, count=n, start_ns=start_ns, window_ns=240 * 1_000_000_000))
+    load = query_speed.LOAD_SQL.replace(generator_run, f"'{run_id}' AS run_id").format(
+        rows=n, first=0, count=n, start_ns=int((time.time() - 300) * 1e9), window_ns=240 * 1_000_000_000)
+    if not inserted_ago_s:
+        post(ch, load)
+        return
+    # inserted_at is MATERIALIZED (now64 at insert): through a staging table, with the column given.
+    post(ch, "CREATE TABLE wirelens.drift_staging ENGINE = Memory AS SELECT * FROM wirelens.requests LIMIT 0")
+    try:
+        post(ch, load.replace("INSERT INTO wirelens.requests", "INSERT INTO wirelens.drift_staging", 1))
+        columns = post(ch, "SELECT arrayStringConcat(groupArray(name), ', ') FROM (SELECT name FROM system.columns "
+                           "WHERE database = 'wirelens' AND table = 'drift_staging' ORDER BY position)").strip()
+        post(ch, f"INSERT INTO wirelens.requests ({columns}, inserted_at) SELECT *, now64(3) - {inserted_ago_s} "
+                 "FROM wirelens.drift_staging SETTINGS insert_allow_materialized_columns = 1")
+    finally:
+        post(ch, "DROP TABLE IF EXISTS wirelens.drift_staging")
 
 
 def refreshed_after(ch, since_s: float) -> bool:
@@ -99,15 +114,23 @@ def test_stopped_refresh_and_rows_after_the_watermark_are_counted(ch):
         wait_for("both refreshes stopped", lambda: post(
             ch, f"SELECT countIf(status = 'Disabled') FROM system.view_refreshes WHERE view IN {REFRESH_VIEWS}")
             .strip() == "2", timeout_s=30)
-        insert_calls(ch, 321, "drift-late")
+        # Emptied rollups (watermark 1970) and calls that have waited 5 minutes: overdue, a warning.
+        for table in ("requests_by_minute", "requests_by_second"):
+            post(ch, f"TRUNCATE TABLE wirelens.{table}")
+        insert_calls(ch, 321, "drift-late", inserted_ago_s=300)
         result = report(ch, "--run", "drift-late", "--source", "rollup")
         found = warnings(result)
-        assert any("321 rows of this window reached wirelens.requests after the rollups' last refresh" in w
-                   and "--source raw includes them" in w for w in found), found
+        assert any("321 rows of this window reached wirelens.requests after the rollups' last refresh "
+                   "(watermark: none yet), 321 of them more than 30 s ago" in w
+                   and "under-count this window by up to 321 rows; --source raw includes them" in w
+                   for w in found), found
         for view in REFRESH_VIEWS:
             assert any(f"SYSTEM START VIEW wirelens.{view} resumes it" in w for w in found), found
-        # The other run's window has nothing late (a run filter, not the whole table).
-        assert not any("rows of this window" in w for w in warnings(report(ch, "--run", "drift-ok", "--source", "rollup")))
+        # Calls of the last seconds only: a note, not a warning.
+        insert_calls(ch, 50, "drift-fresh")
+        result = report(ch, "--run", "drift-fresh", "--source", "rollup")
+        assert not any("rows of this window" in w for w in warnings(result)), warnings(result)
+        assert "50 rows of this window arrived in the last seconds, after the rollups' last refresh" in result.stdout
         # raw reads no rollup: no drift check, no warning.
         assert warnings(report(ch, "--run", "drift-late", "--source", "raw")) == []
     finally:
@@ -115,7 +138,9 @@ def test_stopped_refresh_and_rows_after_the_watermark_are_counted(ch):
             post(ch, f"SYSTEM START VIEW wirelens.{view}")
     restarted = time.time()
     wait_for("the rollups caught up once refreshes resumed", lambda: refreshed_after(ch, restarted + 1), timeout_s=60)
-    assert warnings(report(ch, "--run", "drift-late", "--source", "rollup")) == []
+    for run in ("drift-late", "drift-fresh", "drift-ok"):
+        result = report(ch, "--run", run, "--source", "rollup")
+        assert warnings(result) == [] and "rows of this window" not in result.stdout, (run, result.stdout[:2000])
 
 
 def test_failing_refresh_is_named_with_its_error(ch):

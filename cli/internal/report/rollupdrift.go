@@ -19,8 +19,11 @@ import (
 //     table is an AggregatingMergeTree): it counts every re-sent record again;
 //   - nothing refreshes a rollup, or its refresh fails, is stopped, or last
 //     succeeded long ago;
-//   - rows of the window reached wirelens.requests after the rollups'
-//     watermark: the rollups do not count them yet.
+//   - rows of the window reached wirelens.requests more than 30 s before
+//     the report and after the rollups' watermark (overdue): the rollups do
+//     not count them, and should have. Rows of the last seconds only
+//     (pending, not overdue) are a note, not a warning: a window ending now
+//     always has some (queries/rollup.py TRUST_SQL, the same rule).
 // Two cheap queries: system tables (rollup_objects.sql) and one count over
 // the window by inserted_at (rollup_late.sql); no raw FINAL scan.
 
@@ -52,7 +55,8 @@ type rollupObject struct {
 type rollupHealth struct {
 	Objects   []rollupObject
 	Now       time.Time // the server's clock
-	Late      int64     // rows of the window inserted after Watermark; -1: unknown
+	Late      int64     // rows of the window inserted after Watermark (pending); -1: unknown
+	Overdue   int64     // of those, inserted more than 30 s before the report
 	Watermark time.Time // the lower of the rollups' newest as_of
 	LateErr   string    // why Late is unknown
 }
@@ -109,10 +113,10 @@ func (h rollupHealth) oldForm() bool {
 }
 
 // warnings says what of the rollups' answers for the window cannot be
-// trusted, most serious first; none when they are exact. source is the
-// --source the report ran with (auto or rollup).
-func (h rollupHealth) warnings(source string) []string {
-	var out []string
+// trusted, most serious first; none when they are exact. notes says what
+// they do not hold yet but will by the next refresh. source is the --source
+// the report ran with (auto or rollup).
+func (h rollupHealth) warnings(source string) (out, notes []string) {
 	tables := map[string]rollupObject{}
 	for _, o := range h.Objects {
 		if o.Engine != "MaterializedView" {
@@ -156,9 +160,10 @@ func (h rollupHealth) warnings(source string) []string {
 	if len(old) > 0 {
 		out = append(out, fmt.Sprintf("The rollups are the old insert-fed form: %s. They count every record "+
 			"the pipeline re-sent after a fault (logship or Collector restarts, retried inserts) again, so this "+
-			"report's counts and sums may be too high, by an amount it cannot tell. Apply the schema and migrate "+
-			"the rollups to the refreshed form (queries/README.md, \"Rollup\"); until then --source raw is exact "+
-			"and queries/rollup.py check shows the drift per day.", strings.Join(old, "; ")))
+			"report's counts and sums may be too high, by an amount it cannot tell. Apply the schema, which "+
+			"migrates them to the refreshed form (make up, or python -m deploy.local.stack apply-schema; elsewhere "+
+			"python -m queries.migrate --clickhouse-url URL); until then --source raw is exact and "+
+			"python -m queries.rollup check shows the drift per day.", strings.Join(old, "; ")))
 	}
 
 	// The refreshes: one per rollup table, working and recent.
@@ -186,25 +191,31 @@ func (h rollupHealth) warnings(source string) []string {
 		}
 	}
 
-	// Rows the rollups do not count yet.
+	// Rows the rollups do not count yet: overdue ones are drift, the last seconds' a note.
+	wm := "none yet"
+	if h.Watermark.Unix() > 0 {
+		wm = fmt.Sprintf("%s, %s before the report", FormatTime(h.Watermark), ago(h.Now.Sub(h.Watermark)))
+	}
+	stayed := ""
+	if source == SourceAuto {
+		stayed = " (--source auto still read the rollups, for the window's size.)"
+	}
+	rowsText := func(n int64) string { return groupThousands(strconv.FormatInt(n, 10)) }
 	switch {
+	case h.Overdue > 0:
+		out = append(out, fmt.Sprintf("%s rows of this window reached wirelens.requests after the rollups' last "+
+			"refresh (watermark: %s), %s of them more than 30 s ago: no refresh has counted them, so the rollups "+
+			"under-count this window by up to %s rows; --source raw includes them.%s",
+			rowsText(h.Late), wm, rowsText(h.Overdue), rowsText(h.Late), stayed))
 	case h.Late > 0:
-		wm := "none yet"
-		if h.Watermark.Unix() > 0 {
-			wm = fmt.Sprintf("%s, %s before the report", FormatTime(h.Watermark), ago(h.Now.Sub(h.Watermark)))
-		}
-		note := fmt.Sprintf("%s rows of this window reached wirelens.requests after the rollups' last refresh "+
-			"(watermark: %s) and are not in the rollups' counts yet; --source raw includes them.",
-			groupThousands(strconv.FormatInt(h.Late, 10)), wm)
-		if source == SourceAuto {
-			note += " (--source auto still read the rollups, for the window's size.)"
-		}
-		out = append(out, note)
+		notes = append(notes, fmt.Sprintf("%s rows of this window arrived in the last seconds, after the rollups' "+
+			"last refresh (watermark: %s): the next refresh (every 10 s) counts them; --source raw includes them.%s",
+			rowsText(h.Late), wm, stayed))
 	case h.Late < 0 && h.LateErr != "" && len(old) == 0 && len(missing) == 0:
 		out = append(out, "Could not tell whether calls of this window arrived after the rollups' last refresh: "+
 			h.LateErr)
 	}
-	return out
+	return out, notes
 }
 
 // refreshWarnings: a refresh that fails, is stopped, or last succeeded more
@@ -282,22 +293,27 @@ func rollupDrift(ctx context.Context, ch *ClickHouse, params map[string]string) 
 		var qe *QueryError
 		if errors.As(err, &qe) {
 			h.LateErr = firstLine(qe.Message, 300)
+			if strings.Contains(qe.Message, "as_of") && strings.Contains(qe.Message, "UNKNOWN_IDENTIFIER") {
+				h.LateErr += " (rollups without as_of: the form before issue 30; apply the schema to migrate)"
+			}
 		} else {
 			h.LateErr = err.Error()
 		}
 		return h, nil
 	}
-	if len(res.Rows) != 1 || len(res.Rows[0]) < 2 {
-		h.LateErr = fmt.Sprintf("rollup_late answered %d rows", len(res.Rows))
+	iw, ip, io := res.Index("watermark_ms"), res.Index("pending_rows"), res.Index("overdue_rows")
+	if len(res.Rows) != 1 || iw < 0 || ip < 0 || io < 0 {
+		h.LateErr = fmt.Sprintf("rollup_late answered %d rows of columns %v", len(res.Rows), res.Columns)
 		return h, nil
 	}
-	ms, ok1 := cellInt(res.Rows[0][res.Index("watermark_ms")])
-	late, ok2 := cellInt(res.Rows[0][res.Index("late_rows")])
-	if !ok1 || !ok2 {
+	ms, ok1 := cellInt(res.Rows[0][iw])
+	late, ok2 := cellInt(res.Rows[0][ip])
+	overdue, ok3 := cellInt(res.Rows[0][io])
+	if !ok1 || !ok2 || !ok3 {
 		h.LateErr = fmt.Sprintf("rollup_late answered %v", res.Rows[0])
 		return h, nil
 	}
-	h.Watermark, h.Late = time.UnixMilli(ms).UTC(), late
+	h.Watermark, h.Late, h.Overdue = time.UnixMilli(ms).UTC(), late, overdue
 	return h, nil
 }
 

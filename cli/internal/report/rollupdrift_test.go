@@ -74,6 +74,7 @@ func TestRollupDriftWarnings(t *testing.T) {
 		health rollupHealth
 		source string
 		want   []string // each a substring of one warning, in order; none: no warning
+		notes  []string // the same for the notes; none: no note
 	}{
 		{name: "refreshed and caught up", health: rollupHealth{Objects: refreshedRollups(), Late: 0}, source: SourceRollup},
 		{name: "refreshed, last refresh 50 s ago (5 periods, under the 1 min floor)",
@@ -109,16 +110,22 @@ func TestRollupDriftWarnings(t *testing.T) {
 				o.LastSuccess = at(2 * time.Hour)
 				o.CreateQuery = strings.Replace(o.CreateQuery, "EVERY 10 SECOND", "EVERY 1 HOUR", 1)
 			})}, source: SourceRollup},
-		{name: "rows after the watermark, --source rollup",
-			health: rollupHealth{Objects: refreshedRollups(), Late: 12345, Watermark: driftNow.Add(-8 * time.Second)},
+		{name: "overdue rows after the watermark, --source rollup",
+			health: rollupHealth{Objects: refreshedRollups(), Late: 12345, Overdue: 12000, Watermark: driftNow.Add(-8 * time.Minute)},
 			source: SourceRollup,
 			want: []string{"12,345 rows of this window reached wirelens.requests after the rollups' last refresh " +
-				"(watermark: 2026-11-27 03:59:52.000 UTC, 8s before the report) and are not in the rollups' counts yet; " +
+				"(watermark: 2026-11-27 03:52:00.000 UTC, 8m before the report), 12,000 of them more than 30 s ago: " +
+				"no refresh has counted them, so the rollups under-count this window by up to 12,345 rows; " +
 				"--source raw includes them."}},
-		{name: "rows after the watermark, auto says it stayed", health: rollupHealth{Objects: refreshedRollups(), Late: 7,
+		{name: "overdue rows, auto says it stayed", health: rollupHealth{Objects: refreshedRollups(), Late: 7, Overdue: 7,
 			Watermark: time.Unix(0, 0)}, source: SourceAuto,
 			want: []string{"7 rows of this window reached wirelens.requests after the rollups' last refresh (watermark: none yet)",
 				"--source auto still read the rollups"}},
+		{name: "the last seconds only: a note", health: rollupHealth{Objects: refreshedRollups(), Late: 40, Overdue: 0,
+			Watermark: driftNow.Add(-3 * time.Second)}, source: SourceAuto,
+			notes: []string{"40 rows of this window arrived in the last seconds, after the rollups' last refresh " +
+				"(watermark: 2026-11-27 03:59:57.000 UTC, 3s before the report): the next refresh (every 10 s) counts them; " +
+				"--source raw includes them. (--source auto still read the rollups"}},
 		{name: "late count failed", health: rollupHealth{Objects: refreshedRollups(), Late: -1,
 			LateErr: "Unknown expression identifier `inserted_at`"}, source: SourceRollup,
 			want: []string{"Could not tell whether calls of this window arrived after the rollups' last refresh: Unknown expression identifier `inserted_at`"}},
@@ -127,18 +134,23 @@ func TestRollupDriftWarnings(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.health.Now = driftNow
-			got := c.health.warnings(c.source)
-			all := strings.Join(got, "\n")
-			if len(c.want) == 0 && len(got) > 0 {
-				t.Fatalf("no warning expected, got:\n%s", all)
-			}
-			rest := all
-			for _, w := range c.want {
-				i := strings.Index(rest, w)
-				if i < 0 {
-					t.Fatalf("missing %q in:\n%s", w, all)
+			got, notes := c.health.warnings(c.source)
+			for _, check := range []struct {
+				what      string
+				got, want []string
+			}{{"warning", got, c.want}, {"note", notes, c.notes}} {
+				all := strings.Join(check.got, "\n")
+				if len(check.want) == 0 && len(check.got) > 0 {
+					t.Fatalf("no %s expected, got:\n%s", check.what, all)
 				}
-				rest = rest[i+len(w):]
+				rest := all
+				for _, w := range check.want {
+					i := strings.Index(rest, w)
+					if i < 0 {
+						t.Fatalf("%s: missing %q in:\n%s", check.what, w, all)
+					}
+					rest = rest[i+len(w):]
+				}
 			}
 		})
 	}
@@ -200,9 +212,9 @@ func TestDecodeRollupObjects(t *testing.T) {
 // else as fakeClickHouse does.
 type driftClickHouse struct {
 	fakeClickHouse
-	old     bool
-	late    int
-	queries []string
+	old              bool
+	pending, overdue int
+	queries          []string
 }
 
 func (f *driftClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -232,9 +244,9 @@ func (f *driftClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			`{"name":"refresh_status","type":"String"},{"name":"last_success","type":"Nullable(UInt32)"},`+
 			`{"name":"refresh_exception","type":"String"},{"name":"refresh_retry","type":"UInt64"},{"name":"server_now","type":"UInt32"}`,
 			rows...)
-	case strings.Contains(sql, "late_rows"):
-		answer(`{"name":"watermark_ms","type":"Int64"},{"name":"late_rows","type":"UInt64"}`,
-			fmt.Sprintf(`[%d,%d]`, time.Now().Add(-3*time.Second).UnixMilli(), f.late))
+	case strings.Contains(sql, "pending_rows"):
+		answer(`{"name":"watermark_ms","type":"Int64"},{"name":"pending_rows","type":"UInt64"},{"name":"overdue_rows","type":"UInt64"}`,
+			fmt.Sprintf(`[%d,%d,%d]`, time.Now().Add(-3*time.Second).UnixMilli(), f.pending, f.overdue))
 	default:
 		r.Body = io.NopCloser(strings.NewReader(sql))
 		f.fakeClickHouse.ServeHTTP(w, r)
@@ -260,9 +272,11 @@ func TestReportFromRollupsWarnsOfDrift(t *testing.T) {
 	}{
 		{name: "old form", fake: &driftClickHouse{old: true}, source: SourceRollup, noLateSQL: true,
 			want: []string{"WARNING: The rollups are the old insert-fed form", "# warning: The rollups are the old insert-fed form"}},
-		{name: "refreshed, 42 late rows", fake: &driftClickHouse{late: 42}, source: SourceRollup,
+		{name: "refreshed, 42 rows overdue", fake: &driftClickHouse{pending: 42, overdue: 40}, source: SourceRollup,
 			want: []string{"WARNING: 42 rows of this window reached wirelens.requests after the rollups' last refresh",
 				"# warning: 42 rows of this window"}},
+		{name: "refreshed, 5 rows of the last seconds: a note", fake: &driftClickHouse{pending: 5}, source: SourceRollup,
+			wantNone: true, want: []string{"# note: Read from the rollups", "5 rows of this window arrived in the last seconds"}},
 		{name: "refreshed, caught up", fake: &driftClickHouse{}, source: SourceRollup, wantNone: true},
 		{name: "raw: no drift check", fake: &driftClickHouse{old: true}, source: SourceRaw, wantNone: true, noLateSQL: true},
 	} {
@@ -295,7 +309,7 @@ func TestReportFromRollupsWarnsOfDrift(t *testing.T) {
 			}
 			lateAsked := false
 			for _, q := range c.fake.queries {
-				lateAsked = lateAsked || strings.Contains(q, "late_rows")
+				lateAsked = lateAsked || strings.Contains(q, "pending_rows")
 			}
 			if lateAsked == c.noLateSQL {
 				t.Errorf("rollup_late asked: %v (the old form and raw need no count)", lateAsked)
@@ -307,7 +321,7 @@ func TestReportFromRollupsWarnsOfDrift(t *testing.T) {
 						code = append(code, line)
 					}
 				}
-				if strings.Contains(q, "late_rows") && strings.Contains(strings.Join(code, "\n"), "FINAL") {
+				if strings.Contains(q, "pending_rows") && strings.Contains(strings.Join(code, "\n"), "FINAL") {
 					t.Error("the drift check must not read the raw table with FINAL")
 				}
 			}

@@ -38,7 +38,11 @@ func chooseSource(ctx context.Context, ch *ClickHouse, opt Options, saved []Save
 		}
 		return out, note, []string{"Could not check the rollups for drift: " + err.Error()}, nil
 	}
-	return out, note, health.warnings(opt.Source), nil
+	warnings, notes := health.warnings(opt.Source)
+	if len(notes) > 0 {
+		note += " " + strings.Join(notes, " ")
+	}
+	return out, note, warnings, nil
 }
 
 // chooseVariants does the swap; rollups is true when some query reads a rollup.
