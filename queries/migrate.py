@@ -43,9 +43,13 @@ Every column of the old table must exist in the new one (a column the new
 schema lacks would be lost): refused with the column names before anything
 changes. Columns the old table lacks get their defaults (as ADD COLUMN gives them).
 
-On a cluster (queries/schema/cluster): the same steps on each node's
-wirelens.requests_local (--table wirelens.requests_local, node by node); the
-Distributed wirelens.requests reads by column name and needs no change.
+On a cluster (queries/schema/cluster) without replication (shards only): the
+same steps on each node's wirelens.requests_local (--table
+wirelens.requests_local, node by node; the Distributed wirelens.requests reads
+by column name and needs no change), after dropping the old rollups there
+(RECREATE_SQL on the _local and the Distributed names) and before applying the
+cluster schema. A Replicated table is refused: its copy would need a new Keeper
+path per shard, which this module does not make (not done in issue 30).
 """
 
 from __future__ import annotations
@@ -88,7 +92,7 @@ def table_form(sql: Sql, table: str) -> str:
     if not rows:
         return "missing"
     engine, key = rows[0] + [""] * (2 - len(rows[0]))
-    if not engine.endswith("MergeTree"):
+    if not engine.endswith("MergeTree") or engine.startswith("Replicated"):
         return f"other: {engine}"
     return "new" if NEW_KEY in [k.strip() for k in key.split(",")] else "old"
 
@@ -177,7 +181,10 @@ def run(sql: Sql, ttl_days: str, table: str = TABLE, log: Callable[[str], None] 
     before = table + BEFORE
     form, before_form = table_form(sql, table), table_form(sql, before)
     if form.startswith("other") or before_form.startswith("other"):
-        raise MigrationError(f"{table} is {form}, {before} is {before_form}: expected MergeTree tables")
+        raise MigrationError(f"{table} is {form}, {before} is {before_form}: expected non-replicated "
+                             "MergeTree tables (a cluster's Distributed table: migrate each node's "
+                             "wirelens.requests_local with --table; Replicated tables are not migrated "
+                             "by this module)")
     if table == TABLE and (found := old_rollups(sql)):
         log(f"dropping the insert-time rollups ({', '.join(found)}); 004_rollups.sql recreates them")
         for statement in rollup_drops():
