@@ -24,8 +24,9 @@ import (
 //     not count them, and should have. Rows of the last seconds only
 //     (pending, not overdue) are a note, not a warning: a window ending now
 //     always has some (queries/rollup.py TRUST_SQL, the same rule).
-// Two cheap queries: system tables (rollup_objects.sql) and one count over
-// the window by inserted_at (rollup_late.sql); no raw FINAL scan.
+// Three cheap queries: system tables (rollup_objects.sql,
+// rollup_refreshes.sql) and one count over the window by inserted_at
+// (rollup_late.sql); no raw FINAL scan.
 
 // rollupDatabase holds the rollups, rollupTables are the tables the rollup
 // variants read (queries/rollup/*.sql).
@@ -59,6 +60,9 @@ type rollupHealth struct {
 	Overdue   int64     // of those, inserted more than 30 s before the report
 	Watermark time.Time // the lower of the rollups' newest as_of
 	LateErr   string    // why Late is unknown
+	// RefreshErr: why system.view_refreshes could not be read (e.g. no grant); the
+	// refreshes' state is then unknown, and only overdue rows show that they fail.
+	RefreshErr string
 }
 
 var (
@@ -201,12 +205,16 @@ func (h rollupHealth) warnings(source string) (out, notes []string) {
 		stayed = " (--source auto still read the rollups, for the window's size.)"
 	}
 	rowsText := func(n int64) string { return groupThousands(strconv.FormatInt(n, 10)) }
+	why := ""
+	if h.RefreshErr != "" {
+		why = " Why the refreshes do not run could not be read: " + h.RefreshErr + "."
+	}
 	switch {
 	case h.Overdue > 0:
 		out = append(out, fmt.Sprintf("%s rows of this window reached wirelens.requests after the rollups' last "+
 			"refresh (watermark: %s), %s of them more than 30 s ago: no refresh has counted them, so the rollups "+
-			"under-count this window by up to %s rows; --source raw includes them.%s",
-			rowsText(h.Late), wm, rowsText(h.Overdue), rowsText(h.Late), stayed))
+			"under-count this window by up to %s rows; --source raw includes them.%s%s",
+			rowsText(h.Late), wm, rowsText(h.Overdue), rowsText(h.Late), stayed, why))
 	case h.Late > 0:
 		notes = append(notes, fmt.Sprintf("%s rows of this window arrived in the last seconds, after the rollups' "+
 			"last refresh (watermark: %s): the next refresh (every 10 s) counts them; --source raw includes them.%s",
@@ -280,6 +288,21 @@ func rollupDrift(ctx context.Context, ch *ClickHouse, params map[string]string) 
 	if h.Objects, h.Now, err = decodeRollupObjects(res); err != nil {
 		return h, fmt.Errorf("reading the rollups' tables and refreshes: %w", err)
 	}
+	q = mustBuiltin("rollup_refreshes")
+	if res, err = ch.Query(ctx, q.SQL, map[string]string{"database": rollupDatabase}); err == nil {
+		err = addRefreshes(h.Objects, res)
+	}
+	if err != nil {
+		var unreachable *UnreachableError
+		if errors.As(err, &unreachable) {
+			return h, fmt.Errorf("reading the rollups' refreshes: %w", err)
+		}
+		h.RefreshErr = err.Error()
+		var qe *QueryError
+		if errors.As(err, &qe) {
+			h.RefreshErr = firstLine(qe.Message, 300)
+		}
+	}
 	if h.oldForm() || len(h.Objects) == 0 {
 		return h, nil
 	}
@@ -319,8 +342,7 @@ func rollupDrift(ctx context.Context, ch *ClickHouse, params map[string]string) 
 
 func decodeRollupObjects(res *Result) ([]rollupObject, time.Time, error) {
 	cols := map[string]int{}
-	for _, name := range []string{"name", "engine", "create_query", "refresh_status", "last_success",
-		"refresh_exception", "refresh_retry", "server_now"} {
+	for _, name := range []string{"name", "engine", "create_query", "server_now"} {
 		i := res.Index(name)
 		if i < 0 {
 			return nil, time.Time{}, fmt.Errorf("rollup_objects: no column %s", name)
@@ -332,17 +354,6 @@ func decodeRollupObjects(res *Result) ([]rollupObject, time.Time, error) {
 	for _, row := range res.Rows {
 		o := rollupObject{Name: CellText(row[cols["name"]]), Engine: CellText(row[cols["engine"]]),
 			CreateQuery: CellText(row[cols["create_query"]])}
-		if row[cols["refresh_status"]] != nil {
-			o.RefreshStatus = CellText(row[cols["refresh_status"]])
-		}
-		if row[cols["refresh_exception"]] != nil {
-			o.Exception = CellText(row[cols["refresh_exception"]])
-		}
-		o.Retry, _ = cellInt(row[cols["refresh_retry"]])
-		if s, ok := cellInt(row[cols["last_success"]]); ok && row[cols["last_success"]] != nil && s > 0 {
-			t := time.Unix(s, 0).UTC()
-			o.LastSuccess = &t
-		}
 		if s, ok := cellInt(row[cols["server_now"]]); ok && s > 0 {
 			now = time.Unix(s, 0).UTC()
 		}
@@ -350,4 +361,31 @@ func decodeRollupObjects(res *Result) ([]rollupObject, time.Time, error) {
 	}
 	sort.Slice(objs, func(i, j int) bool { return objs[i].Name < objs[j].Name })
 	return objs, now, nil
+}
+
+// addRefreshes puts rollup_refreshes.sql's answer on the views it names.
+func addRefreshes(objs []rollupObject, res *Result) error {
+	cols := map[string]int{}
+	for _, name := range []string{"view", "status", "last_success", "exception", "retry"} {
+		i := res.Index(name)
+		if i < 0 {
+			return fmt.Errorf("rollup_refreshes: no column %s", name)
+		}
+		cols[name] = i
+	}
+	for _, row := range res.Rows {
+		for i := range objs {
+			if objs[i].Name != CellText(row[cols["view"]]) {
+				continue
+			}
+			o := &objs[i]
+			o.RefreshStatus, o.Exception = CellText(row[cols["status"]]), CellText(row[cols["exception"]])
+			o.Retry, _ = cellInt(row[cols["retry"]])
+			if s, ok := cellInt(row[cols["last_success"]]); ok && row[cols["last_success"]] != nil && s > 0 {
+				t := time.Unix(s, 0).UTC()
+				o.LastSuccess = &t
+			}
+		}
+	}
+	return nil
 }

@@ -178,14 +178,12 @@ func TestRefreshPeriod(t *testing.T) {
 	}
 }
 
-// rollup_objects' answer decodes: NULLs (no refresh since the server started), Unix times.
+// rollup_objects' and rollup_refreshes' answers decode: NULLs (no refresh since the server started), Unix times.
 func TestDecodeRollupObjects(t *testing.T) {
 	res, err := decodeJSONCompact([]byte(`{"meta":[{"name":"name","type":"String"},{"name":"engine","type":"String"},`+
-		`{"name":"create_query","type":"String"},{"name":"refresh_status","type":"String"},`+
-		`{"name":"last_success","type":"Nullable(UInt32)"},{"name":"refresh_exception","type":"String"},`+
-		`{"name":"refresh_retry","type":"UInt64"},{"name":"server_now","type":"UInt32"}],"data":[`+
-		`["requests_by_second_refresh","MaterializedView","CREATE MATERIALIZED VIEW ...","Scheduled",null,"",0,1795752000],`+
-		`["requests_by_minute_refresh","MaterializedView","CREATE MATERIALIZED VIEW ...","Running",1795751990,"boom",2,1795752000]]}`), "test")
+		`{"name":"create_query","type":"String"},{"name":"server_now","type":"UInt32"}],"data":[`+
+		`["requests_by_second_refresh","MaterializedView","CREATE MATERIALIZED VIEW ...",1795752000],`+
+		`["requests_by_minute_refresh","MaterializedView","CREATE MATERIALIZED VIEW ...",1795752000]]}`), "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +194,18 @@ func TestDecodeRollupObjects(t *testing.T) {
 	if !now.Equal(time.Unix(1795752000, 0)) || len(objs) != 2 || objs[0].Name != "requests_by_minute_refresh" {
 		t.Fatalf("%v %+v", now, objs)
 	}
-	if objs[0].LastSuccess == nil || objs[0].LastSuccess.Unix() != 1795751990 || objs[0].Exception != "boom" || objs[0].Retry != 2 {
+	refreshes, err := decodeJSONCompact([]byte(`{"meta":[{"name":"view","type":"String"},{"name":"status","type":"String"},`+
+		`{"name":"last_success","type":"Nullable(UInt32)"},{"name":"exception","type":"String"},{"name":"retry","type":"UInt64"}],`+
+		`"data":[["requests_by_minute_refresh","Running",1795751990,"boom",2],["requests_by_second_refresh","Scheduled",null,"",0],`+
+		`["another_view","Scheduled",1,"",0]]}`), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := addRefreshes(objs, refreshes); err != nil {
+		t.Fatal(err)
+	}
+	if objs[0].LastSuccess == nil || objs[0].LastSuccess.Unix() != 1795751990 || objs[0].Exception != "boom" ||
+		objs[0].Retry != 2 || objs[0].RefreshStatus != "Running" {
 		t.Errorf("%+v", objs[0])
 	}
 	if objs[1].LastSuccess != nil || objs[1].RefreshStatus != "Scheduled" {
@@ -206,6 +215,10 @@ func TestDecodeRollupObjects(t *testing.T) {
 	if _, _, err := decodeRollupObjects(res); err == nil {
 		t.Error("a missing column must be an error")
 	}
+	refreshes.Columns = refreshes.Columns[:2]
+	if err := addRefreshes(objs, refreshes); err == nil {
+		t.Error("a missing column must be an error")
+	}
 }
 
 // driftClickHouse answers the drift queries (old form, or refreshed with late rows) and everything
@@ -213,6 +226,7 @@ func TestDecodeRollupObjects(t *testing.T) {
 type driftClickHouse struct {
 	fakeClickHouse
 	old              bool
+	denied           bool // system.view_refreshes refused (no grant)
 	pending, overdue int
 	queries          []string
 }
@@ -226,24 +240,32 @@ func (f *driftClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"meta":[%s],"data":[%s],"rows":%d}`, meta, strings.Join(rows, ","), len(rows))
 	}
 	switch {
-	case strings.Contains(sql, "system.view_refreshes"):
+	case strings.Contains(sql, "FROM system.tables"):
 		objs := refreshedRollups()
 		if f.old {
 			objs = oldRollups()
 		}
 		var rows []string
 		for _, o := range objs {
-			last := "null"
-			if o.LastSuccess != nil {
-				last = fmt.Sprint(time.Now().Add(-2 * time.Second).Unix())
-			}
-			rows = append(rows, fmt.Sprintf(`[%q,%q,%q,%q,%s,"",0,%d]`, o.Name, o.Engine, o.CreateQuery,
-				o.RefreshStatus, last, time.Now().Unix()))
+			rows = append(rows, fmt.Sprintf(`[%q,%q,%q,%d]`, o.Name, o.Engine, o.CreateQuery, time.Now().Unix()))
 		}
 		answer(`{"name":"name","type":"String"},{"name":"engine","type":"String"},{"name":"create_query","type":"String"},`+
-			`{"name":"refresh_status","type":"String"},{"name":"last_success","type":"Nullable(UInt32)"},`+
-			`{"name":"refresh_exception","type":"String"},{"name":"refresh_retry","type":"UInt64"},{"name":"server_now","type":"UInt32"}`,
-			rows...)
+			`{"name":"server_now","type":"UInt32"}`, rows...)
+	case strings.Contains(sql, "FROM system.view_refreshes"):
+		if f.denied {
+			w.WriteHeader(http.StatusForbidden)
+			io.WriteString(w, "Code: 497. DB::Exception: wirelens_reader: Not enough privileges. To execute this query, "+
+				"it's necessary to have the grant SELECT ON system.view_refreshes. (ACCESS_DENIED)")
+			return
+		}
+		var rows []string
+		for _, o := range refreshedRollups() {
+			if o.RefreshStatus != "" && !f.old {
+				rows = append(rows, fmt.Sprintf(`[%q,%q,%d,"",0]`, o.Name, o.RefreshStatus, time.Now().Add(-2*time.Second).Unix()))
+			}
+		}
+		answer(`{"name":"view","type":"String"},{"name":"status","type":"String"},{"name":"last_success","type":"Nullable(UInt32)"},`+
+			`{"name":"exception","type":"String"},{"name":"retry","type":"UInt64"}`, rows...)
 	case strings.Contains(sql, "pending_rows"):
 		answer(`{"name":"watermark_ms","type":"Int64"},{"name":"pending_rows","type":"UInt64"},{"name":"overdue_rows","type":"UInt64"}`,
 			fmt.Sprintf(`[%d,%d,%d]`, time.Now().Add(-3*time.Second).UnixMilli(), f.pending, f.overdue))
@@ -278,6 +300,11 @@ func TestReportFromRollupsWarnsOfDrift(t *testing.T) {
 		{name: "refreshed, 5 rows of the last seconds: a note", fake: &driftClickHouse{pending: 5}, source: SourceRollup,
 			wantNone: true, want: []string{"# note: Read from the rollups", "5 rows of this window arrived in the last seconds"}},
 		{name: "refreshed, caught up", fake: &driftClickHouse{}, source: SourceRollup, wantNone: true},
+		{name: "no grant on system.view_refreshes, caught up", fake: &driftClickHouse{denied: true}, source: SourceRollup,
+			wantNone: true},
+		{name: "no grant on system.view_refreshes, rows overdue", fake: &driftClickHouse{denied: true, pending: 9, overdue: 9},
+			source: SourceRollup, want: []string{"WARNING: 9 rows of this window reached wirelens.requests",
+				"Why the refreshes do not run could not be read: Code: 497. DB::Exception: wirelens_reader: Not enough privileges."}},
 		{name: "raw: no drift check", fake: &driftClickHouse{old: true}, source: SourceRaw, wantNone: true, noLateSQL: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
