@@ -66,15 +66,52 @@
 -- ratios; NULL with 0 resamples or no estimate. The same calls give the
 -- same interval every time.
 --
+-- It reads the calls twice (issue 30): every call once for the counts, rates
+-- and reasons (five narrow columns), and the calls with reason 'ok' once for
+-- the estimates (PREWHERE on the reason before FINAL: exact, as the run id's,
+-- since a re-send repeats the call byte for byte), per bucket; each group's
+-- estimate means are the sums of its buckets. Computing every call's
+-- counterfactual sizes, most of them without an estimate, cost more than the
+-- rest of the query.
+--
 -- Parameters:
 --   {since:DateTime64(3)}  window start (inclusive)
 --   {until:DateTime64(3)}  window end (exclusive)
 --   {run_id:String}        a load run's id, or '' for every call in the window
 --   {resamples:UInt16}     bootstrap resamples (200 is plenty for a 95 % interval)
 WITH
+    calls AS
+    (
+        -- every call: counts, rates and reasons
+        WITH
+            -- the Float32 rates back to the decimals they were configured as; 0 (unknown) counts as 1
+            if(sample_rate > 0, round(toFloat64(sample_rate), 7), 1)                 AS rate,
+            if(counterfactual_rate > 0, round(toFloat64(counterfactual_rate), 7), 1) AS cf_rate,
+            counterfactual_reason                                                    AS reason
+        SELECT
+            operation,
+            protocol,
+            sum(1 / rate)                                                            AS weighted_calls,
+            count()                                                                  AS sampled_calls,
+            min(rate)                                                                AS lowest_rate,
+            minIfOrNull(cf_rate, reason != '')                                       AS lowest_cf_rate,
+            countIf(reason = 'ok')                                                   AS ok_calls,
+            [('too_large', countIf(reason = 'too_large')), ('compressed', countIf(reason = 'compressed')),
+             ('mismatch', countIf(reason = 'mismatch')), ('not_ok', countIf(reason = 'not_ok')),
+             ('no_schema', countIf(reason = 'no_schema')),
+             ('other', countIf(reason NOT IN ('', 'ok', 'too_large', 'compressed', 'mismatch', 'not_ok',
+                                             'no_schema')))]                        AS other_reasons
+        FROM wirelens.requests FINAL
+        PREWHERE {run_id:String} = '' OR run_id = {run_id:String}  -- before FINAL: exact, faster (README)
+        WHERE timestamp >= {since:DateTime64(3)}
+          AND timestamp < {until:DateTime64(3)}
+        GROUP BY
+            operation,
+            protocol
+    ),
     per_call AS
     (
-        -- per call: its weights, whether it has an estimate, each encoding's bytes
+        -- per call with reason 'ok': its weight, whether it has an estimate, each encoding's bytes
         WITH
             -- the Float32 rates back to the decimals they were configured as; 0 (unknown) counts as 1
             if(sample_rate > 0, round(toFloat64(sample_rate), 7), 1)                 AS rate,
@@ -120,9 +157,6 @@ WITH
             operation,
             protocol,
             request_id,
-            rate,
-            cf_rate,
-            reason,
             estimated,
             cf_weight,
             request_body_bytes + response_body_bytes                                 AS measured,
@@ -132,49 +166,24 @@ WITH
             grpc_web_text,
             own
         FROM wirelens.requests FINAL
-        PREWHERE {run_id:String} = '' OR run_id = {run_id:String}  -- before FINAL: exact, faster (README)
+        PREWHERE counterfactual_reason = 'ok'  -- before FINAL: exact, as the run id (README)
+             AND ({run_id:String} = '' OR run_id = {run_id:String})
         WHERE timestamp >= {since:DateTime64(3)}
           AND timestamp < {until:DateTime64(3)}
     ),
-    groups AS
-    (
-        SELECT
-            operation,
-            protocol,
-            sum(1 / rate)                                                            AS weighted_calls,
-            count()                                                                  AS sampled_calls,
-            min(rate)                                                                AS lowest_rate,
-            minIfOrNull(cf_rate, reason != '')                                       AS lowest_cf_rate,
-            countIf(estimated)                                                       AS estimated_calls,
-            -- rest-proto carries one message each way: NULL as soon as one estimated call is a stream
-            countIf(estimated AND rest_proto IS NULL) = 0                            AS unary,
-            -- the gRPC family needs the request message: NULL when one estimated call lacks it
-            countIf(estimated AND grpc IS NULL) = 0                                  AS framable,
-            countIf(estimated AND own IS NULL) = 0                                   AS owned,
-            sumIf(cf_weight, estimated)                                              AS w,
-            sumIf(measured * cf_weight, estimated) / w                               AS measured_mean,
-            sumIf(assumeNotNull(rest) * cf_weight, estimated) / w                    AS rest_mean,
-            sumIf(assumeNotNull(rest_proto) * cf_weight, estimated) / w              AS rest_proto_mean,
-            sumIf(assumeNotNull(grpc) * cf_weight, estimated) / w                    AS grpc_mean,
-            sumIf(assumeNotNull(grpc_web_text) * cf_weight, estimated) / w           AS grpc_web_text_mean,
-            sumIf(assumeNotNull(own) * cf_weight, estimated) / w                     AS own_mean,
-            [('too_large', countIf(reason = 'too_large')), ('compressed', countIf(reason = 'compressed')),
-             ('mismatch', countIf(reason = 'mismatch')), ('not_ok', countIf(reason = 'not_ok')),
-             ('no_schema', countIf(reason = 'no_schema')), ('incomplete', countIf(reason = 'ok' AND NOT estimated)),
-             ('other', countIf(reason NOT IN ('', 'ok', 'too_large', 'compressed', 'mismatch', 'not_ok',
-                                             'no_schema')))]                        AS reasons
-        FROM per_call
-        GROUP BY
-            operation,
-            protocol
-    ),
     buckets AS
     (
-        -- each group's estimated calls in 256 random buckets: their weighted sums
+        -- each group's estimated calls in 256 random buckets: their counts and weighted sums
         SELECT
             operation,
             protocol,
             toUInt16(cityHash64(request_id) % 256)                                   AS bucket,
+            count()                                                                  AS estimated_n,
+            countIf(rest_proto IS NULL)                                              AS no_rest_proto,
+            countIf(grpc IS NULL)                                                    AS no_grpc,
+            countIf(own IS NULL)                                                     AS no_own,
+            sum(cf_weight)                                                           AS w_s,
+            sum(measured * cf_weight)                                                AS measured_s,
             sum(assumeNotNull(own) * cf_weight)                                      AS own_s,
             sum(assumeNotNull(rest) * cf_weight)                                     AS rest_s,
             sum(assumeNotNull(rest_proto) * cf_weight)                               AS rest_proto_s,
@@ -186,6 +195,30 @@ WITH
             operation,
             protocol,
             bucket
+    ),
+    estimates AS
+    (
+        -- each group's estimates: the sums of its buckets
+        SELECT
+            operation,
+            protocol,
+            sum(estimated_n)                                                         AS estimated_calls,
+            -- rest-proto carries one message each way: NULL as soon as one estimated call is a stream
+            sum(no_rest_proto) = 0                                                   AS unary,
+            -- the gRPC family needs the request message: NULL when one estimated call lacks it
+            sum(no_grpc) = 0                                                         AS framable,
+            sum(no_own) = 0                                                          AS owned,
+            sum(w_s)                                                                 AS w,
+            sum(measured_s) / w                                                      AS measured_mean,
+            sum(rest_s) / w                                                          AS rest_mean,
+            sum(rest_proto_s) / w                                                    AS rest_proto_mean,
+            sum(grpc_s) / w                                                          AS grpc_mean,
+            sum(grpc_web_text_s) / w                                                 AS grpc_web_text_mean,
+            sum(own_s) / w                                                           AS own_mean
+        FROM buckets
+        GROUP BY
+            operation,
+            protocol
     ),
     intervals AS
     (
@@ -227,7 +260,9 @@ WITH
     -- a ratio needs an estimate and a measured protocol whose own encoding is known
     estimated_calls > 0 AND owned AND own_mean > 0                                   AS has_ratio,
     notEmpty(rest_ci)                                                                AS has_ci,
-    (ci) -> if(has_ratio AND has_ci, round(ci, 3), NULL)                             AS bound
+    (ci) -> if(has_ratio AND has_ci, round(ci, 3), NULL)                             AS bound,
+    -- by reason; incomplete: marked ok without every size
+    arrayPushBack(other_reasons, ('incomplete', toUInt64(ok_calls - estimated_calls))) AS reasons
 SELECT
     operation,
     protocol,
@@ -260,7 +295,8 @@ SELECT
     -- 'too_large: 3, not_ok: 1': the most frequent first
     arrayStringConcat(arrayMap(x -> concat(x.1, ': ', toString(x.2)),
         arraySort(x -> (-x.2, x.1), arrayFilter(x -> x.2 > 0, reasons))), ', ')      AS no_estimate
-FROM groups
+FROM calls
+LEFT JOIN estimates USING (operation, protocol)
 LEFT JOIN intervals USING (operation, protocol)
 ORDER BY
     operation ASC,
