@@ -226,6 +226,18 @@ def test_status_and_trust_say_the_rollup_has_every_row(ch, capsys):
     assert rollup.trust(ch.url, ch.window)["pending_rows"] == "0"
 
 
+def test_wait_refreshed_names_a_refresh_that_does_not_run(ch):
+    view = rollup.ROLLUPS["wirelens.requests_by_second"]
+    clickhouse.post(ch.url, f"SYSTEM STOP VIEW {view}")
+    try:
+        with pytest.raises(rollup.RollupError, match=rf"no successful refresh of {view} started after .* within 2 s: "
+                                                     rf"{view}: status Disabled, last success .*, exception "):
+            rollup.wait_refreshed(ch.url, timeout_s=2)
+    finally:
+        clickhouse.post(ch.url, f"SYSTEM START VIEW {view}")
+    rollup.wait_refreshed(ch.url, timeout_s=60)
+
+
 def test_rebuild_refuses_a_schema_it_cannot_read(monkeypatch, tmp_path):
     ddl = tmp_path / "004.sql"
     ddl.write_text(rollup.ROLLUP_DDL.read_text().replace("touched AS", "recent AS"))
