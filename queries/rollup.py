@@ -220,27 +220,37 @@ def _now(url: str) -> str:
     return clickhouse.post(url, "SELECT now()").strip()
 
 
-def wait_refreshed(url: str, timeout_s: float = 120.0) -> None:
+def wait_refreshed(url: str, timeout_s: float = 120.0, settled: bool = False) -> None:
     """Refresh both rollups now and return once a refresh of each started after this call did so
     successfully: every raw row inserted before the call is in the rollups then. For tests and
-    benchmarks that must not wait for the interval. RollupError names what was missing at the deadline."""
+    benchmarks that must not wait for the interval. RollupError names what was missing at the deadline.
+
+    settled: then also wait (without forcing more refreshes) until each view's latest refresh wrote
+    nothing: the scheduled refreshes recompute the minutes of recent inserts for 60 s after them
+    (004's overlap), work a benchmark timing queries should not run beside."""
     deadline = time.monotonic() + timeout_s
     start = _now(url)  # last_success_time has whole seconds: a refresh counts when it started later
     views = list(ROLLUPS.values())
     while True:
         rows = {}
         for line in clickhouse.run(url, STATUS_SQL, {}, fmt="TabSeparated").splitlines():
-            view, state, last_success, _, _, exception, _ = line.split("\t")
-            rows[view] = (state, last_success, exception)
+            view, state, last_success, _, _, exception, written = line.split("\t")
+            rows[view] = (state, last_success, exception, written)
         pending = [v for v in views if v not in rows or rows[v][1] in ("", "\\N") or rows[v][1] <= start]
-        if not pending:
+        busy = [v for v in views if v in rows and (rows[v][0] != "Scheduled" or rows[v][3] != "0")] \
+            if settled and not pending else []
+        if not pending and not busy:
             return
         if time.monotonic() > deadline:
-            raise RollupError(f"no successful refresh of {', '.join(pending)} started after {start} within "
-                              f"{timeout_s:g} s: " + "; ".join(
-                                  f"{v}: " + (f"status {rows[v][0]}, last success {rows[v][1]}, "
-                                              f"exception {rows[v][2] or 'none'}" if v in rows
-                                              else "no such refreshable view") for v in pending))
+            if pending:
+                raise RollupError(f"no successful refresh of {', '.join(pending)} started after {start} within "
+                                  f"{timeout_s:g} s: " + "; ".join(
+                                      f"{v}: " + (f"status {rows[v][0]}, last success {rows[v][1]}, "
+                                                  f"exception {rows[v][2] or 'none'}" if v in rows
+                                                  else "no such refreshable view") for v in pending))
+            raise RollupError(f"the refreshes of {', '.join(busy)} still recompute rows after {timeout_s:g} s: "
+                              + "; ".join(f"{v}: status {rows[v][0]}, last refresh wrote {rows[v][3]} rows"
+                                          for v in busy))
         for view in pending:
             if view in rows:
                 clickhouse.post(url, f"SYSTEM REFRESH VIEW {view}")
@@ -252,7 +262,7 @@ def wait_refreshed(url: str, timeout_s: float = 120.0) -> None:
                     raise
                 except clickhouse.QueryError:
                     pass  # a failed refresh: its exception is in system.view_refreshes, reported at the deadline
-        time.sleep(0.2)  # poll interval; the deadline above bounds the loop
+        time.sleep(0.2 if pending else 1.0)  # poll interval; the deadline above bounds the loop
 
 
 def main(argv: list[str] | None = None) -> int:
