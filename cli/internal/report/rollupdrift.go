@@ -232,14 +232,15 @@ func (v rollupObject) refreshWarnings(table string, now time.Time) []string {
 	name := rollupDatabase + "." + v.Name
 	_, period := v.refreshable()
 	var out []string
-	if v.Exception != "" {
-		out = append(out, fmt.Sprintf("The refresh of %s.%s fails (%s, %d retries): %s. The rollup misses "+
-			"what arrived since its last successful refresh; --source raw is exact.",
-			rollupDatabase, table, name, v.Retry, firstLine(v.Exception, 300)))
-	}
 	if strings.EqualFold(v.RefreshStatus, "Disabled") {
-		out = append(out, fmt.Sprintf("The refresh of %s.%s is stopped (%s is Disabled: SYSTEM STOP VIEW); "+
-			"SYSTEM START VIEW %s resumes it. The rollup misses what arrived since.", rollupDatabase, table, name, name))
+		// Stopping cancels a refresh under way: its "cancelled" error is not the story.
+		return []string{fmt.Sprintf("The refresh of %s.%s is stopped (%s is Disabled: SYSTEM STOP VIEW); "+
+			"SYSTEM START VIEW %s resumes it. The rollup misses what arrived since.", rollupDatabase, table, name, name)}
+	}
+	if v.Exception != "" {
+		out = append(out, fmt.Sprintf("The refresh of %s.%s fails (%s, %d %s in a row): %s. The rollup misses "+
+			"what arrived since its last successful refresh; --source raw is exact.",
+			rollupDatabase, table, name, v.Retry, plural(int(v.Retry), "failure", "failures"), firstLine(v.Exception, 300)))
 	}
 	if v.LastSuccess != nil && v.Exception == "" {
 		limit := staleAfter * period

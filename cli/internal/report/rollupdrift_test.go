@@ -75,6 +75,7 @@ func TestRollupDriftWarnings(t *testing.T) {
 		source string
 		want   []string // each a substring of one warning, in order; none: no warning
 		notes  []string // the same for the notes; none: no note
+		count  int      // how many warnings exactly (0: not checked)
 	}{
 		{name: "refreshed and caught up", health: rollupHealth{Objects: refreshedRollups(), Late: 0}, source: SourceRollup},
 		{name: "refreshed, last refresh 50 s ago (5 periods, under the 1 min floor)",
@@ -96,11 +97,12 @@ func TestRollupDriftWarnings(t *testing.T) {
 			o.RefreshStatus, o.Retry = "Running", 3
 			o.Exception = "Code: 60. DB::Exception: Unknown table expression identifier 'wirelens.requests'. (UNKNOWN_TABLE)\n\n0. ? @ 0x1d967133"
 		})}, source: SourceRollup,
-			want: []string{"The refresh of wirelens.requests_by_second fails (wirelens.requests_by_second_refresh, 3 retries): " +
+			want: []string{"The refresh of wirelens.requests_by_second fails (wirelens.requests_by_second_refresh, 3 failures in a row): " +
 				"Code: 60. DB::Exception: Unknown table expression identifier 'wirelens.requests'. (UNKNOWN_TABLE). The rollup misses"}},
-		{name: "refresh stopped", health: rollupHealth{Objects: with(refreshedRollups(), "requests_by_minute_refresh",
-			func(o *rollupObject) { o.RefreshStatus = "Disabled" })}, source: SourceRollup,
-			want: []string{"SYSTEM START VIEW wirelens.requests_by_minute_refresh resumes it"}},
+		{name: "refresh stopped (its cancelled refresh is no failure)", health: rollupHealth{Objects: with(refreshedRollups(),
+			"requests_by_minute_refresh", func(o *rollupObject) { o.RefreshStatus, o.Exception, o.Retry = "Disabled", "cancelled", 1 })},
+			source: SourceRollup, count: 1,
+			want: []string{"The refresh of wirelens.requests_by_minute is stopped (wirelens.requests_by_minute_refresh is Disabled: SYSTEM STOP VIEW); SYSTEM START VIEW wirelens.requests_by_minute_refresh resumes it. The rollup misses what arrived since."}},
 		{name: "refresh lags", health: rollupHealth{Objects: with(refreshedRollups(), "requests_by_minute_refresh",
 			func(o *rollupObject) { o.LastSuccess = at(10 * time.Minute) })}, source: SourceRollup,
 			want: []string{"The last successful refresh of wirelens.requests_by_minute (wirelens.requests_by_minute_refresh) " +
@@ -135,6 +137,9 @@ func TestRollupDriftWarnings(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			c.health.Now = driftNow
 			got, notes := c.health.warnings(c.source)
+			if c.count > 0 && len(got) != c.count {
+				t.Fatalf("%d warnings, want %d: %q", len(got), c.count, got)
+			}
 			for _, check := range []struct {
 				what      string
 				got, want []string
