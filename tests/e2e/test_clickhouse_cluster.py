@@ -374,6 +374,9 @@ def test_reader_runs_the_report_on_the_cluster_and_cannot_write(loaded, tmp_path
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
     assert "ERROR" not in done.stdout
+    # the rollups' refreshes, which the report's drift warning names when one fails
+    assert query(node.url, "SELECT count() FROM system.view_refreshes WHERE database = 'wirelens'",
+                 user=reader[0], password=reader[1]).strip() == "2"
     with pytest.raises(ClusterError, match="ACCESS_DENIED|Not enough privileges"):
         query(node.url, "INSERT INTO wirelens.runs (run_id) VALUES ('x')", user=reader[0], password=reader[1])
     with pytest.raises(ClusterError, match="ACCESS_DENIED|Not enough privileges"):

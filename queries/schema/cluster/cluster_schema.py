@@ -201,6 +201,8 @@ ROLES = {
         "SELECT ON wirelens.*",
         "SELECT ON otel.otel_metrics_sum",
         "SELECT ON otel.otel_metrics_sum_local",
+        # the rollups' refreshes (status, last error): what the report's drift warning names
+        "SELECT ON system.view_refreshes",
     ],
     # The schema step (this file's DDL): creates and alters wirelens's tables and
     # views (creating a view checks that its creator may read its source and
