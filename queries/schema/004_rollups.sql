@@ -121,12 +121,12 @@ WITH
         FROM touched AS t
         LEFT JOIN
         (
-            SELECT minute, max(as_of) AS as_of
+            SELECT minute, max(as_of) AS last_as_of
             FROM wirelens.requests_by_minute
             WHERE minute IN (SELECT minute FROM touched)
             GROUP BY minute
         ) AS done ON done.minute = t.minute
-        WHERE t.last_insert > done.as_of - toIntervalSecond(60)
+        WHERE t.last_insert > done.last_as_of - toIntervalSecond(60)
     ) AS stale,
     -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
     if(r.sample_rate > 0, round(toFloat64(r.sample_rate), 7), 1)       AS rate,
@@ -230,12 +230,12 @@ WITH
         FROM touched AS t
         LEFT JOIN
         (
-            SELECT toStartOfMinute(second) AS minute, max(as_of) AS as_of
+            SELECT toStartOfMinute(second) AS minute, max(as_of) AS last_as_of
             FROM wirelens.requests_by_second
             WHERE toStartOfMinute(second) IN (SELECT minute FROM touched)
             GROUP BY minute
         ) AS done ON done.minute = t.minute
-        WHERE t.last_insert > done.as_of - toIntervalSecond(60)
+        WHERE t.last_insert > done.last_as_of - toIntervalSecond(60)
     ) AS stale,
     -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
     if(r.sample_rate > 0, round(toFloat64(r.sample_rate), 7), 1)       AS rate,
