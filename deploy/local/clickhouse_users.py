@@ -38,7 +38,8 @@ READER_USER, READER_PASSWORD = "CLICKHOUSE_USER", "CLICKHOUSE_PASSWORD"
 WRITER_USER, WRITER_PASSWORD = "WIRELENS_CLICKHOUSE_WRITER_USER", "WIRELENS_CLICKHOUSE_WRITER_PASSWORD"
 
 WRITER_GRANTS = cluster_schema.ROLES[WRITER]
-READER_GRANTS = ["SELECT ON wirelens.*", "SELECT ON otel.*"]
+# system.view_refreshes: wirelens report names a stopped or failing rollup refresh (queries/rollup.py)
+READER_GRANTS = ["SELECT ON wirelens.*", "SELECT ON otel.*", "SELECT ON system.view_refreshes"]
 LOOPBACK = ("127.0.0.1", "::1")
 
 

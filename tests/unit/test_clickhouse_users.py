@@ -46,7 +46,8 @@ def test_users_xml_holds_hashes_grants_and_a_loopback_default(tmp_path):
     assert reader.findtext("password_sha256_hex") == \
         hashlib.sha256(credentials[clickhouse_users.READER_PASSWORD].encode()).hexdigest()
     assert reader.findtext("profile") == "readonly"
-    assert [q.text for q in reader.find("grants")] == ["GRANT SELECT ON wirelens.*", "GRANT SELECT ON otel.*"]
+    assert [q.text for q in reader.find("grants")] == ["GRANT SELECT ON wirelens.*", "GRANT SELECT ON otel.*",
+                                                      "GRANT SELECT ON system.view_refreshes"]
     writer_grants = [q.text for q in writer.find("grants")]
     assert "GRANT INSERT ON otel.*" in writer_grants and not any("DROP" in g or "ALTER" in g for g in writer_grants)
 

@@ -98,7 +98,11 @@ names and columns) that read per-minute and per-second rollups instead of
 every call. --source auto (the default) uses them when the window holds more
 than 5,000,000 recorded calls, and the report names them; their percentiles
 are within 1 % and their window is whole minutes. --source raw always reads
-every call (exact); --source rollup always uses the variants.
+every call (exact); --source rollup always uses the variants. The rollups
+are recomputed from the deduplicated calls every 10 s, so re-sent records
+never count twice; when it reads them the report warns of drift it cannot
+correct (rollups from before that design, a refresh stopped or failing,
+calls the rollups have not counted 30 s after they arrived).
 
 A query that fails is shown as ERROR in its section; the rest of the report
 still runs, and the exit status is then 1. A missing or empty query only skips
