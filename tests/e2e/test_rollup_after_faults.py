@@ -65,7 +65,7 @@ CATCH_UP_DEADLINE_S = 120.0
 
 @pytest.fixture(scope="module")
 def faults_stack(tmp_path_factory):
-    """The stack, its Collector talking to ClickHouse through a DelayingProxy (settings["proxy"])."""
+    """The stack (settings) and the DelayingProxy its Collector reaches ClickHouse through."""
     proxy_port, clickhouse_port = free_ports(2)
     proxy = DelayingProxy(proxy_port, clickhouse_port)
     try:
@@ -363,18 +363,24 @@ def test_rollups_equal_raw_after_resends(faults_stack):
         traffic.wait_until_sent(n // 5)
         try:
             kill_after_s = kill_collector_while_an_answer_is_held(settings, proxy, run_id)
+            collector_killed_at = traffic.sent
         finally:
             restart("collector", settings)
         # 2. ClickHouse killed; started again once 200 more calls were made without it.
         traffic.wait_until_sent(n // 2)
         try:
             stack.kill("clickhouse", settings)
+            clickhouse_killed_at = traffic.sent
             assert not ping(), "ClickHouse still answers after SIGKILL"
             traffic.wait_until_sent(traffic.sent + 200)
         finally:
             restart("clickhouse", settings)
+        clickhouse_back_at = traffic.sent
     finally:
         traffic.join()
+    # Both faults fell mid-run, with calls before and after.
+    assert 0 < collector_killed_at < clickhouse_killed_at < clickhouse_back_at < n, (
+        collector_killed_at, clickhouse_killed_at, clickhouse_back_at)
     assert traffic.ok == {"rest": n // 2, "grpc": n // 2}, traffic.ok
     expect_exactly(settings, run_id, traffic.ok)
     # The persistent queue re-sent the held batch: rows inserted twice into wirelens.requests.
@@ -382,8 +388,8 @@ def test_rollups_equal_raw_after_resends(faults_stack):
                                 lambda seen: seen[1] == n, timeout_s=DRAIN_DEADLINE_S,
                                 state=lambda: pipeline_state(settings, run_id))
     assert copies > n, (
-        f"the Collector killed {kill_after_s:.2f} s after an insert committed, its answer held, re-sent nothing: {copies} rows inserted into "
-        f"wirelens.requests for {n} calls\n  {pipeline_state(settings, run_id)}")
+        f"the Collector killed {kill_after_s:.2f} s after an insert committed, its answer held, re-sent nothing: "
+        f"{copies} rows inserted into wirelens.requests for {n} calls\n  {pipeline_state(settings, run_id)}")
     collector_resent = copies - n
 
     # 3. logship's checkpoint rewound: every line of the run shipped again; merges stopped meanwhile.
@@ -405,9 +411,9 @@ def test_rollups_equal_raw_after_resends(faults_stack):
     assert raw_after >= raw_before + replayed, (raw_before, replayed, raw_after)
     expect_exactly(settings, run_id, traffic.ok)
     total_copies, _ = inserted(settings, run_id)
-    print(f"run {run_id}: {n} calls; {collector_resent} re-sent by the Collector kill (dead {kill_after_s:.2f} s after "
-          f"a commit whose answer was held), {replayed} by the replay; {total_copies} rows inserted into wirelens.requests, "
-          f"{without_final} without FINAL during the replay, {with_final} with FINAL")
+    print(f"run {run_id}: {n} calls; {collector_resent} re-sent by the Collector kill (dead {kill_after_s:.2f} s "
+          f"after a commit whose answer was held), {replayed} by the replay; {total_copies} rows inserted into "
+          f"wirelens.requests, {without_final} without FINAL during the replay, {with_final} with FINAL")
 
     # 4. The rollups caught up, then rollup vs raw per group, and both vs the calls sent.
     how = wait_rollups_caught_up(settings, run_id)
