@@ -490,6 +490,7 @@ def backlog(settings: dict[str, str]) -> dict:
     out["collector_logs_sent"] = tier.metric_sum(text, "otelcol_exporter_sent_log_records",
                                                  exporter="clickhouse/logs")
     out["collector_logs_accepted"] = tier.metric_sum(text, "otelcol_receiver_accepted_log_records")
+    out["collector_logs_refused"] = tier.metric_sum(text, "otelcol_receiver_refused_log_records")
     return out
 
 
