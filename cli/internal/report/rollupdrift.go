@@ -70,18 +70,64 @@ var (
 	refreshRE = regexp.MustCompile(`(?i)\bREFRESH\s+(EVERY|AFTER)\s+(\d+)\s+(SECOND|MINUTE|HOUR|DAY)S?\b`)
 )
 
-// target is the rollup table a materialized view writes to ("" when none).
+// target is the table of the rollups' database a materialized view writes
+// to ("" when none or another database's).
 func (o rollupObject) target() string {
 	m := toTableRE.FindStringSubmatch(o.CreateQuery)
 	if m == nil || m[1] != rollupDatabase {
 		return ""
 	}
-	for _, t := range rollupTables {
-		if m[2] == t {
-			return t
+	return m[2]
+}
+
+// layout: the rollups' tables by name, and for each rollup the table that
+// holds its rows: itself, or on a ClickHouse cluster (a Distributed table
+// over <name>_local, queries/schema/cluster) its _local table on this node,
+// which the views write to.
+func (h rollupHealth) layout() (tables map[string]rollupObject, physical map[string]string) {
+	tables, physical = map[string]rollupObject{}, map[string]string{}
+	for _, o := range h.Objects {
+		if o.Engine != "MaterializedView" {
+			tables[o.Name] = o
 		}
 	}
-	return ""
+	for _, t := range rollupTables {
+		physical[t] = t
+		if o, ok := tables[t]; ok && o.Engine == "Distributed" {
+			if _, ok := tables[t+"_local"]; ok {
+				physical[t] = t + "_local"
+			}
+		}
+	}
+	return tables, physical
+}
+
+// oldTables names the rollups in the insert-fed form and how: the engine of
+// the table holding their rows, the views filling it at insert.
+func (h rollupHealth) oldTables() []string {
+	tables, physical := h.layout()
+	var old []string
+	for _, t := range rollupTables {
+		o, ok := tables[physical[t]]
+		if !ok {
+			continue
+		}
+		var how []string
+		if o.Engine != "ReplacingMergeTree" {
+			how = append(how, o.Engine)
+		}
+		for _, v := range h.Objects {
+			if v.Engine == "MaterializedView" && v.target() == physical[t] {
+				if ok, _ := v.refreshable(); !ok {
+					how = append(how, "fed at insert by "+rollupDatabase+"."+v.Name)
+				}
+			}
+		}
+		if len(how) > 0 {
+			old = append(old, fmt.Sprintf("%s.%s (%s)", rollupDatabase, physical[t], strings.Join(how, ", ")))
+		}
+	}
+	return old
 }
 
 // refreshable reports whether a view is refreshable (REFRESH EVERY/AFTER)
@@ -98,35 +144,14 @@ func (o rollupObject) refreshable() (bool, time.Duration) {
 }
 
 // oldForm reports whether the rollups are (partly) the insert-fed form.
-func (h rollupHealth) oldForm() bool {
-	for _, o := range h.Objects {
-		if o.Engine == "MaterializedView" && o.target() != "" {
-			if ok, _ := o.refreshable(); !ok {
-				return true
-			}
-		}
-		if o.Engine == "AggregatingMergeTree" || o.Engine == "SummingMergeTree" {
-			for _, t := range rollupTables {
-				if o.Name == t {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
+func (h rollupHealth) oldForm() bool { return len(h.oldTables()) > 0 }
 
 // warnings says what of the rollups' answers for the window cannot be
 // trusted, most serious first; none when they are exact. notes says what
 // they do not hold yet but will by the next refresh. source is the --source
 // the report ran with (auto or rollup).
 func (h rollupHealth) warnings(source string) (out, notes []string) {
-	tables := map[string]rollupObject{}
-	for _, o := range h.Objects {
-		if o.Engine != "MaterializedView" {
-			tables[o.Name] = o
-		}
-	}
+	tables, physical := h.layout()
 	var missing []string
 	for _, t := range rollupTables {
 		if _, ok := tables[t]; !ok {
@@ -140,27 +165,7 @@ func (h rollupHealth) warnings(source string) (out, notes []string) {
 	}
 
 	// The old form: fed at insert, or merged by summing.
-	var old []string
-	for _, t := range rollupTables {
-		o, ok := tables[t]
-		if !ok {
-			continue
-		}
-		var how []string
-		if o.Engine != "ReplacingMergeTree" {
-			how = append(how, o.Engine)
-		}
-		for _, v := range h.Objects {
-			if v.Engine == "MaterializedView" && v.target() == t {
-				if ok, _ := v.refreshable(); !ok {
-					how = append(how, "fed at insert by "+rollupDatabase+"."+v.Name)
-				}
-			}
-		}
-		if len(how) > 0 {
-			old = append(old, fmt.Sprintf("%s.%s (%s)", rollupDatabase, t, strings.Join(how, ", ")))
-		}
-	}
+	old := h.oldTables()
 	if len(old) > 0 {
 		out = append(out, fmt.Sprintf("The rollups are the old insert-fed form: %s. They count every record "+
 			"the pipeline re-sent after a fault (logship or Collector restarts, retried inserts) again, so this "+
@@ -172,13 +177,13 @@ func (h rollupHealth) warnings(source string) (out, notes []string) {
 
 	// The refreshes: one per rollup table, working and recent.
 	for _, t := range rollupTables {
-		o, ok := tables[t]
+		o, ok := tables[physical[t]]
 		if !ok || o.Engine != "ReplacingMergeTree" {
 			continue
 		}
 		var views []rollupObject
 		for _, v := range h.Objects {
-			if v.Engine == "MaterializedView" && v.target() == t {
+			if v.Engine == "MaterializedView" && v.target() == physical[t] {
 				if ok, _ := v.refreshable(); ok {
 					views = append(views, v)
 				}
@@ -187,11 +192,12 @@ func (h rollupHealth) warnings(source string) (out, notes []string) {
 		if len(views) == 0 {
 			out = append(out, fmt.Sprintf("Nothing refreshes %s.%s (no refreshable view writes to it): it "+
 				"holds only what was computed before, newer calls are missing. Apply the schema "+
-				"(make up, or python -m deploy.local.stack apply-schema), or read with --source raw.", rollupDatabase, t))
+				"(make up, or python -m deploy.local.stack apply-schema), or read with --source raw.",
+				rollupDatabase, physical[t]))
 			continue
 		}
 		for _, v := range views {
-			out = append(out, v.refreshWarnings(t, h.Now)...)
+			out = append(out, v.refreshWarnings(physical[t], h.Now)...)
 		}
 	}
 

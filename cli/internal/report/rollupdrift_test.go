@@ -48,6 +48,30 @@ func oldRollups() []rollupObject {
 	}
 }
 
+// The cluster form (queries/schema/cluster): each rollup a Distributed table over <name>_local, the views
+// writing to the _local tables.
+func clusterRollups(old bool) []rollupObject {
+	var out []rollupObject
+	for _, t := range []string{"requests_by_minute", "requests_by_second"} {
+		engine, view := "ReplacingMergeTree", rollupObject{Name: t + "_refresh", Engine: "MaterializedView",
+			RefreshStatus: "Scheduled", LastSuccess: at(3 * time.Second),
+			CreateQuery: "CREATE MATERIALIZED VIEW wirelens." + t + "_refresh REFRESH EVERY 10 SECOND APPEND TO wirelens." + t +
+				"_local (`x` UInt8) AS SELECT 1 FROM wirelens.requests_local"}
+		if old {
+			engine, view = "AggregatingMergeTree", rollupObject{Name: t + "_from_requests", Engine: "MaterializedView",
+				CreateQuery: "CREATE MATERIALIZED VIEW wirelens." + t + "_from_requests TO wirelens." + t +
+					"_local (`x` UInt8) AS SELECT 1 FROM wirelens.requests_local"}
+		}
+		out = append(out,
+			rollupObject{Name: t, Engine: "Distributed", CreateQuery: "CREATE TABLE wirelens." + t + " (x UInt8) " +
+				"ENGINE = Distributed('wirelens', 'wirelens', '" + t + "_local', cityHash64(run_id))"},
+			rollupObject{Name: t + "_local", Engine: engine, CreateQuery: "CREATE TABLE wirelens." + t + "_local (x UInt8) " +
+				"ENGINE = " + engine + " ORDER BY x"},
+			view)
+	}
+	return out
+}
+
 func with(objs []rollupObject, name string, change func(*rollupObject)) []rollupObject {
 	out := append([]rollupObject(nil), objs...)
 	for i := range out {
@@ -131,6 +155,12 @@ func TestRollupDriftWarnings(t *testing.T) {
 		{name: "late count failed", health: rollupHealth{Objects: refreshedRollups(), Late: -1,
 			LateErr: "Unknown expression identifier `inserted_at`"}, source: SourceRollup,
 			want: []string{"Could not tell whether calls of this window arrived after the rollups' last refresh: Unknown expression identifier `inserted_at`"}},
+		{name: "cluster form, refreshed: Distributed over _local tables the views refresh",
+			health: rollupHealth{Objects: clusterRollups(false), Late: 0}, source: SourceRollup},
+		{name: "cluster form, old: insert-fed _local tables",
+			health: rollupHealth{Objects: clusterRollups(true), Late: -1}, source: SourceRollup, count: 1,
+			want: []string{"old insert-fed form: wirelens.requests_by_minute_local (AggregatingMergeTree, fed at insert by " +
+				"wirelens.requests_by_minute_from_requests); wirelens.requests_by_second_local"}},
 		{name: "no rollup tables", health: rollupHealth{Late: -1}, source: SourceRollup,
 			want: []string{"wirelens.requests_by_minute and wirelens.requests_by_second are missing"}},
 	} {
