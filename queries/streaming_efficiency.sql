@@ -33,34 +33,50 @@
 --   {since:DateTime64(3)}  window start (inclusive)
 --   {until:DateTime64(3)}  window end (exclusive)
 --   {run_id:String}        a load run's id, or '' for every call in the window
-WITH
-    protocol IN ('grpc', 'grpc-web', 'grpc-web-text')                     AS framed,
-    if(framed, request_messages, 1)                                       AS req_msgs,
-    if(framed, response_messages, 1)                                      AS resp_msgs,
-    if(framed, request_message_bytes, request_body_bytes)                 AS req_payload,
-    if(framed, response_message_bytes, response_body_bytes)               AS resp_payload,
-    -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
-    if(r.sample_rate > 0, round(toFloat64(r.sample_rate), 7), 1)          AS rate,
-    1 / rate                                                              AS weight,
-    sum(greatest(req_msgs, resp_msgs) * weight)                           AS units,
-    sum(duration_us * weight)                                             AS total_us
 SELECT
     operation,
     protocol,
     streaming,
-    toUInt64(round(sum(weight)))                                          AS calls,
-    count()                                                               AS sampled_calls,
+    toUInt64(round(sum(n / rate)))                                        AS calls,
+    sum(n)                                                                AS sampled_calls,
     min(rate)                                                             AS sample_rate,
-    round(avgWeighted(req_msgs, weight), 3)                               AS req_msgs_per_call,
-    round(avgWeighted(resp_msgs, weight), 3)                              AS resp_msgs_per_call,
-    round(sum(req_payload * weight) / nullIf(sum(req_msgs * weight), 0), 1)   AS req_bytes_per_message,
-    round(sum(resp_payload * weight) / nullIf(sum(resp_msgs * weight), 0), 1) AS resp_bytes_per_message,
-    round(units / nullIf(total_us / 1e6, 0), 1)                           AS messages_per_second,
-    round(total_us / nullIf(units, 0), 3)                                 AS work_ms_per_1000_messages
-FROM wirelens.requests AS r FINAL
-PREWHERE {run_id:String} = '' OR run_id = {run_id:String}  -- before FINAL: exact, faster (README)
-WHERE timestamp >= {since:DateTime64(3)}
-  AND timestamp < {until:DateTime64(3)}
+    round(sum(req_msgs / rate) / sum(n / rate), 3)                        AS req_msgs_per_call,
+    round(sum(resp_msgs / rate) / sum(n / rate), 3)                       AS resp_msgs_per_call,
+    round(sum(req_payload / rate) / nullIf(sum(req_msgs / rate), 0), 1)   AS req_bytes_per_message,
+    round(sum(resp_payload / rate) / nullIf(sum(resp_msgs / rate), 0), 1) AS resp_bytes_per_message,
+    round(sum(units / rate) / nullIf(sum(total_us / rate) / 1e6, 0), 1)   AS messages_per_second,
+    round(sum(total_us / rate) / nullIf(sum(units / rate), 0), 3)         AS work_ms_per_1000_messages
+FROM
+(
+    -- summed per rate first, weighted after: integer sums instead of a float weight on
+    -- every call (a rate is a grouping key; calls of one rate share their weight)
+    WITH
+        protocol IN ('grpc', 'grpc-web', 'grpc-web-text')                 AS framed
+    SELECT
+        operation,
+        protocol,
+        streaming,
+        -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
+        if(r.sample_rate > 0, round(toFloat64(r.sample_rate), 7), 1)      AS rate,
+        count()                                                           AS n,
+        -- a REST call is one message each way, its body the payload
+        sum(if(framed, request_messages, 1))                              AS req_msgs,
+        sum(if(framed, response_messages, 1))                             AS resp_msgs,
+        sum(if(framed, request_message_bytes, request_body_bytes))        AS req_payload,
+        sum(if(framed, response_message_bytes, response_body_bytes))      AS resp_payload,
+        -- messages in the busier direction: what a call's time is spent on
+        sum(greatest(if(framed, request_messages, 1), if(framed, response_messages, 1))) AS units,
+        sum(duration_us)                                                  AS total_us
+    FROM wirelens.requests AS r FINAL
+    PREWHERE {run_id:String} = '' OR run_id = {run_id:String}  -- before FINAL: exact, faster (README)
+    WHERE timestamp >= {since:DateTime64(3)}
+      AND timestamp < {until:DateTime64(3)}
+    GROUP BY
+        operation,
+        protocol,
+        streaming,
+        r.sample_rate
+)
 GROUP BY
     operation,
     protocol,
