@@ -109,8 +109,12 @@ CREATE TABLE IF NOT EXISTS wirelens.requests
     -- When the row reached this table (not the call's time): the rollups'
     -- refresh recomputes the minutes that rows inserted since its last run
     -- fall in (004_rollups.sql). MATERIALIZED: no insert can set it, and
-    -- SELECT * leaves it out, so a copied row is a new insert.
-    inserted_at            DateTime64(3) MATERIALIZED now64(3) CODEC(Delta, ZSTD),
+    -- SELECT * leaves it out, so a copied row is a new insert. Stamped per
+    -- block (nowInBlock64), not per query (now64): a long INSERT ... SELECT
+    -- (a backfill, queries/migrate.py's copy) commits its parts over minutes,
+    -- and a part stamped with the query's start could land behind the
+    -- refresh's watermark and never be recomputed.
+    inserted_at            DateTime64(3) MATERIALIZED nowInBlock64(3) CODEC(Delta, ZSTD),
     INDEX inserted_at_minmax inserted_at TYPE minmax GRANULARITY 1
 )
 ENGINE = ReplacingMergeTree
@@ -168,6 +172,10 @@ ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS counterfactual_rate Float
 -- The stack that served the call (go, python): Envoy's upstream cluster
 -- metadata (envoy/envoy.yaml.tmpl), empty for a call no upstream served.
 ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS stack LowCardinality(String);
+
+-- A table made while inserted_at was stamped per query (now64) stamps it per
+-- block from now on (metadata only; rows already there keep their value).
+ALTER TABLE wirelens.requests MODIFY COLUMN inserted_at DateTime64(3) MATERIALIZED nowInBlock64(3) CODEC(Delta, ZSTD);
 
 -- Integer columns: T64 + LZ4 (see the table's comment; the generated column
 -- lines above carry no codec). Only the codec changes, never the type: a

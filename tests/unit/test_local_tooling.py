@@ -98,10 +98,12 @@ def test_schema_files_split_into_idempotent_statements():
     for path in (ROOT / "queries" / "schema").glob("*.sql"):
         for statement in stack.split_sql(path.read_text()):
             # ALTER ... MODIFY TTL re-applies the configured retention, MODIFY COLUMN ... CODEC a column's
-            # codec (its type unchanged), CREATE OR REPLACE the current definition of a view or a function,
-            # DROP VIEW IF EXISTS removes an older schema's view: idempotent too.
+            # codec, MODIFY COLUMN ... MATERIALIZED its expression (type unchanged: metadata only),
+            # CREATE OR REPLACE the current definition of a view or a function, DROP VIEW IF EXISTS removes
+            # an older schema's view: idempotent too.
             assert ("IF NOT EXISTS" in statement
-                    or re.match(r"ALTER TABLE wirelens\.\w+\s+MODIFY (TTL|COLUMN \w+ CODEC\()", statement)
+                    or re.match(r"ALTER TABLE wirelens\.\w+\s+MODIFY (TTL|COLUMN \w+ (CODEC\(|\S+ MATERIALIZED ))",
+                                statement)
                     or statement.startswith("DROP VIEW IF EXISTS ")
                     or statement.startswith(("CREATE OR REPLACE MATERIALIZED VIEW ", "CREATE OR REPLACE FUNCTION "))), \
                 (path.name, statement[:60])
