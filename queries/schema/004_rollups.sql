@@ -29,11 +29,14 @@
 --     group of the earlier version and the newest version per key equals
 --     the raw FINAL aggregate. A re-sent record, also one for a minute that
 --     closed long ago, makes its minute recomputed: unchanged. A late first
---     arrival: recomputed, counted. The 60 s overlap covers an insert whose
---     inserted_at (taken when its block was formed) is older than the part's
---     commit: a refresh that read the table just before the commit started
---     after inserted_at. The per-minute test stops an idle table from being
---     recomputed forever (W only moves when something is appended).
+--     arrival: recomputed, counted. The 60 s overlap covers a block whose
+--     inserted_at (nowInBlock64: when the block was formed, 001) is older
+--     than its part's commit: a refresh that read the table just before the
+--     commit started after inserted_at. Measured: a block commits up to 14 s
+--     after its stamp (an 8M-row INSERT ... SELECT on a saturated 2-core
+--     machine); a block waiting longer than 60 s could be missed (`check`
+--     shows it, `rebuild` repairs it). The per-minute test stops an idle
+--     table from being recomputed forever (W only moves on an append).
 --   * Status, watermark and the rows a refresh has not seen yet:
 --     `python -m queries.rollup status` (system.view_refreshes); the repair
 --     tools `check` and `rebuild --day` stay (queries/README.md, "Rollup").
@@ -41,7 +44,8 @@
 -- The insert-time views of before issue 30 are dropped here. An existing
 -- install's rollup tables (AggregatingMergeTree, no as_of) are not changed by
 -- CREATE TABLE IF NOT EXISTS: the migration drops and recreates them
--- (queries/rollup.py RECREATE), and the first refresh fills them from FINAL.
+-- (queries/rollup.py RECREATE_SQL), and the first refresh fills them from
+-- FINAL. Until then creating the refresh views fails (no as_of column).
 
 DROP VIEW IF EXISTS wirelens.requests_by_minute_from_requests;
 
