@@ -519,8 +519,10 @@ def drive(settings: dict[str, str], source: LineSource, spans: SpanSender | None
     return written
 
 
-def run_rates(rates: list[int], seconds: float, warmup_s: float, with_spans: bool, mix: str = "mixed") -> dict:
-    """One stack; each rate in the given order: warm-up, then the measured window."""
+def run_rates(rates: list[int], seconds: float, warmup_s: float, with_spans: bool, mix: str = "mixed",
+              setup_sql: list[str] | None = None) -> dict:
+    """One stack; each rate in the given order: warm-up, then the measured window. `setup_sql`: statements
+    run once the schema is applied (what a change to the tables would cost, e.g. an index dropped)."""
     base = Path(tempfile.mkdtemp(prefix="wirelens-ingest-rates-"))
     defaults = stack.load_settings({})
     ports = [name for name in defaults if name.endswith("_PORT")]
@@ -538,6 +540,10 @@ def run_rates(rates: list[int], seconds: float, warmup_s: float, with_spans: boo
         for name in (["clickhouse", "jaeger", "collector", "logship"] if with_spans
                      else ["clickhouse", "collector", "logship"]):
             log(f"rates: {name} {stack.start_one(name, settings)}")
+        for statement in setup_sql or []:
+            log(f"rates: setup: {statement}")
+            stack.clickhouse_query(settings, statement)
+        result["setup_sql"] = setup_sql or []
         pids = {"clickhouse": engine_pid(stack.read_pid(settings, "clickhouse"))}
         for name in names[1:]:
             pids[name] = stack.read_pid(settings, name)
@@ -664,6 +670,10 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"warm-up per rate before its window (default {DEFAULT_WARMUP_S:g})")
     ap.add_argument("--no-spans", action="store_true",
                     help="rate axis without the calls' spans (the local stack traces every call)")
+    ap.add_argument("--setup-sql", action="append", default=[], metavar="STATEMENT",
+                    help="rate axis: a statement run once the schema is applied, before the first rate "
+                         "(repeatable), to measure what a table change costs, e.g. "
+                         "'ALTER TABLE otel.otel_logs DROP INDEX IF EXISTS idx_log_attr_value'")
     ap.add_argument("--quick", action="store_true",
                     help="smoke test: 5,000 calls, the mixed mix; rates 0 and 60, 10 s each")
     ap.add_argument("--without-rollups", action="store_true",
@@ -697,7 +707,8 @@ def main(argv: list[str] | None = None) -> int:
     busy0, total0 = benchlib.machine_cpu()
     if rates:
         try:
-            result["rates"] = run_rates(rates, args.seconds, args.warmup, not args.no_spans)
+            result["rates"] = run_rates(rates, args.seconds, args.warmup, not args.no_spans,
+                                        setup_sql=args.setup_sql)
         except (Broken, stack.StackError) as exc:
             result["problems"].append(str(exc))
             log(f"rates: BROKEN: {exc}")
