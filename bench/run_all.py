@@ -116,6 +116,16 @@ def query_speed_summary(data: dict) -> list[str]:
 
 def ingest_summary(data: dict) -> list[str]:
     lines = []
+    rates = (data.get("rates") or {}).get("rates") or []
+    idle = next((r["cores"]["clickhouse"] for r in rates if r["rate"] == 0), None)
+    for r in rates:
+        if r["rate"] == 0:
+            lines.append(f"engine idle: {r['cores']['clickhouse']:.3f} cores")
+            continue
+        above = f" ({r['cores']['clickhouse'] - idle:.3f} above idle)" if idle is not None else ""
+        lines.append(f"{r['rate']:,} calls/s: engine {r['cores']['clickhouse']:.3f} cores{above}, "
+                     f"{r['records_per_engine_cpu_s'] or 0:,.0f} rows per engine CPU s; Collector "
+                     f"{r['cores']['collector']:.3f}, logship {r['cores']['logship']:.3f}")
     for mix in data.get("mixes", []):
         per = mix["ingest"]["records_per_cpu_s"]
         storage = mix["storage"]
