@@ -523,6 +523,7 @@ def run_rates(rates: list[int], seconds: float, warmup_s: float, with_spans: boo
               setup_sql: list[str] | None = None) -> dict:
     """One stack; each rate in the given order: warm-up, then the measured window. `setup_sql`: statements
     run once the schema is applied (what a change to the tables would cost, e.g. an index dropped)."""
+    source = LineSource(MIXES[mix])  # first: a line it cannot make stops the run before anything starts
     base = Path(tempfile.mkdtemp(prefix="wirelens-ingest-rates-"))
     defaults = stack.load_settings({})
     ports = [name for name in defaults if name.endswith("_PORT")]
@@ -531,7 +532,6 @@ def run_rates(rates: list[int], seconds: float, warmup_s: float, with_spans: boo
     settings = stack.load_settings(environ)
     result: dict = {"mix": mix, "spans": with_spans, "seconds": seconds, "warmup_s": warmup_s, "rates": []}
     names = ["clickhouse", "collector", "logship"] + (["jaeger"] if with_spans else [])
-    source = LineSource(MIXES[mix])
     spans = None
     try:
         access_log = Path(settings["WIRELENS_ACCESS_LOG"])
