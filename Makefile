@@ -290,7 +290,7 @@ bench-instructions: venv filter native filter-empty proto services bench-tools #
 bench-probes: venv filter filter-empty proto bench-tools rust-target ## what each kind of proxy-wasm host call costs Envoy (filters/empty probes next to the empty filter)
 	@$(PY) -m bench.filter_cost --no-build --probes --loads wrk $(BENCH_ARGS)
 
-bench-ingest: venv proto collector services ## ingest CPU per Collector/ClickHouse core and disk per call, as shipped (BENCH_ARGS="--calls N", "--quick")
+bench-ingest: venv proto collector jaeger services ## engine CPU at 0/60/600/3000 calls/s and records per core-second at 3000/s, then a bulk run: CPU per Collector/ClickHouse core and disk per call, as shipped, ~5 min (BENCH_ARGS="--rates 0,60 --seconds 30", "--calls N", "--quick")
 	@$(PY) -m bench.ingest $(BENCH_ARGS)
 
 bench-envoy-kill: venv proto filter collector jaeger services ## calls lost from Envoy's access-log buffer when Envoy is SIGKILLed, per flush interval
