@@ -3,15 +3,19 @@
 Since issue 30 the rollups are exact by construction: refreshable materialized
 views recompute every minute that received raw rows from `wirelens.requests
 FINAL` (queries/schema/004_rollups.sql), and readers take the newest version
-of each row (`FINAL`). Nothing here is needed in normal operation.
+of each row (`FINAL`). A settle pass per rollup (a second refreshable view,
+hourly) recomputes every minute of the hour that closed two hours ago, so a
+block the 10 s refresh missed (committed more than 60 s after its inserted_at)
+is counted within ~3 h. Nothing here is needed in normal operation.
 
     python -m queries.rollup status  [--since 1d]          the refreshes: last success, error, watermark, rows not seen yet
     python -m queries.rollup check   [--since 1d]          rollup calls vs raw FINAL, per day
     python -m queries.rollup rebuild --day 2026-11-25      recompute one day from wirelens.requests FINAL now
 
-`rebuild` runs the refresh view's own SELECT (read from 004: one definition)
-over every minute of the day and appends the result with a new as_of, which
-replaces the day's rows for FINAL readers. Needed only when raw rows changed
+`rebuild` selects every minute of the day from the rollup's row view (004's
+parameterized view wirelens.rollup_{minute,second}_rows: the one definition the
+refresh and the settle select from too) and appends the result with a new
+as_of, which replaces the day's rows for FINAL readers. Needed only when raw rows changed
 without being inserted (an ALTER ... UPDATE, a restored backup): the refresh
 follows inserts (wirelens.requests.inserted_at), not mutations.
 
@@ -26,7 +30,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -36,11 +39,25 @@ from wirelens_helpers import clickhouse  # ClickHouse over HTTP
 QUERIES = Path(__file__).resolve().parent
 
 ROLLUP_DDL = QUERIES / "schema" / "004_rollups.sql"
-# rollup table -> the refreshable materialized view that fills it
+# rollup table -> the refreshable materialized view that fills it (every 10 s)
 ROLLUPS = {
     "wirelens.requests_by_minute": "wirelens.requests_by_minute_refresh",
     "wirelens.requests_by_second": "wirelens.requests_by_second_refresh",
 }
+# rollup table -> its settle pass: a refreshable view that recomputes, once an hour, every minute of the
+# hour that closed two hours ago (what the 10 s refresh may have missed: a block committed > 60 s late)
+SETTLES = {
+    "wirelens.requests_by_minute": "wirelens.requests_by_minute_settle",
+    "wirelens.requests_by_second": "wirelens.requests_by_second_settle",
+}
+# rollup table -> the parameterized view that defines its rows (the one definition: the refresh, the
+# settle and rebuild select from it with their own minutes)
+ROW_VIEWS = {
+    "wirelens.requests_by_minute": "wirelens.rollup_minute_rows",
+    "wirelens.requests_by_second": "wirelens.rollup_second_rows",
+}
+# every refreshable view of the rollups
+VIEWS = [*ROLLUPS.values(), *SETTLES.values()]
 # The insert-time views of before issue 30 (004 drops them).
 OLD_VIEWS = ("wirelens.requests_by_minute_from_requests", "wirelens.requests_by_second_from_requests")
 
@@ -49,9 +66,17 @@ OLD_VIEWS = ("wirelens.requests_by_minute_from_requests", "wirelens.requests_by_
 # AggregatingMergeTree tables without as_of, which CREATE TABLE IF NOT EXISTS
 # would keep. Their rows are derived data: the first refresh after 004
 # recomputes every minute from wirelens.requests FINAL (watermark 1970).
+# The parameterized row views read only wirelens.requests: 004 replaces them.
 RECREATE_SQL = [f"DROP VIEW IF EXISTS {view}" for view in OLD_VIEWS] + \
-               [f"DROP VIEW IF EXISTS {view}" for view in ROLLUPS.values()] + \
+               [f"DROP VIEW IF EXISTS {view}" for view in VIEWS] + \
                [f"DROP TABLE IF EXISTS {table}" for table in ROLLUPS]
+
+# rebuild: every minute of {day:Date}, recomputed from FINAL by the rollup's row view, with a new as_of
+DAY_SQL = """SELECT
+    *,
+    now64(3) AS as_of
+FROM {rows}(minutes = (SELECT arrayMap(i -> toDateTime({{day:Date}}) + toIntervalMinute(i), range(1440))))
+"""
 
 CHECK_SQL = """
 SELECT
@@ -139,52 +164,19 @@ class RollupError(clickhouse.QueryError):
     """The rollups cannot be refreshed or read as expected; the message says what was missing."""
 
 
-def _ddl_statement(view: str) -> str:
-    text = "\n".join(line for line in ROLLUP_DDL.read_text().splitlines() if not line.strip().startswith("--"))
-    match = re.search(rf"CREATE OR REPLACE MATERIALIZED VIEW {re.escape(view)}\s+(REFRESH\b.*?)\s+"
-                      rf"TO (\S+)\s+AS\s+(.*?);", text, re.S)
-    if not match:
-        raise RollupError(f"{ROLLUP_DDL}: no refreshable materialized view {view}")
-    return match
-
-
-def view_select(table: str) -> str:
-    """The SELECT of the refresh view that fills `table`, as the schema file defines it."""
-    match = _ddl_statement(ROLLUPS[table])
-    if match[2] != table:
-        raise RollupError(f"{ROLLUP_DDL}: {ROLLUPS[table]} appends to {match[2]}, expected {table}")
-    return match[3] + "\n"
-
-
-def refresh_interval_s() -> int:
-    """The REFRESH EVERY interval of 004's views, in seconds."""
-    intervals = set()
-    for view in ROLLUPS.values():
-        m = re.fullmatch(r"REFRESH EVERY (\d+) SECOND APPEND", _ddl_statement(view)[1])
-        if not m:
-            raise RollupError(f"{ROLLUP_DDL}: {view}: expected REFRESH EVERY <n> SECOND APPEND")
-        intervals.add(int(m[1]))
-    return max(intervals)
-
-
-# The refresh's choice of minutes: replaced by every minute of one day for `rebuild`.
-STALE_MINUTES = re.compile(r"WITH\s+touched AS\s*\(.*?\n    \) AS stale,", re.S)
-DAY_MINUTES = "WITH\n    arrayMap(i -> toDateTime({day:Date}) + toIntervalMinute(i), range(1440)) AS stale,"
-
-
-def day_select(table: str) -> str:
-    """The refresh's SELECT over every minute of {day:Date} (rebuild)."""
-    select, n = STALE_MINUTES.subn(DAY_MINUTES, view_select(table))
-    if n != 1:
-        raise RollupError(f"{ROLLUP_DDL}: the SELECT of {ROLLUPS[table]} does not open with the CTEs "
-                          "`touched` and the scalar `stale` (rollup.py's rebuild replaces them)")
-    return select
-
-
 def rebuild(url: str, day: dt.date) -> None:
     """Recompute every minute of `day` from wirelens.requests FINAL and append it with a new as_of."""
-    for table in ROLLUPS:
-        clickhouse.post(url, f"INSERT INTO {table}\n{day_select(table)}", {"day": day.isoformat()}, timeout=3600)
+    for table, rows in ROW_VIEWS.items():
+        try:
+            clickhouse.post(url, f"INSERT INTO {table}\n{DAY_SQL.format(rows=rows)}", {"day": day.isoformat()},
+                            timeout=3600)
+        except clickhouse.UnreachableError:
+            raise
+        except clickhouse.QueryError as exc:
+            if "UNKNOWN_TABLE" in str(exc) or "UNKNOWN_FUNCTION" in str(exc):
+                raise RollupError(f"{rows} (the rows of {table}) is not on the server: apply "
+                                  f"queries/schema/004_rollups.sql ({exc})") from exc
+            raise
 
 
 def check(url: str, since: dt.timedelta) -> str:
@@ -201,7 +193,7 @@ def status(url: str, since: dt.timedelta) -> str:
     """The refreshes' state and, for the window, the rows the rollups have not seen."""
     refreshes = clickhouse.run(url, STATUS_SQL, {}, fmt="PrettyCompactMonoBlock")
     found = clickhouse.run(url, STATUS_SQL, {}, fmt="TabSeparated")
-    missing = [v for v in ROLLUPS.values() if v not in {line.split("\t")[0] for line in found.splitlines()}]
+    missing = [v for v in VIEWS if v not in {line.split("\t")[0] for line in found.splitlines()}]
     window = clickhouse.window(since)
     t = trust(url, window)
     lines = [refreshes.rstrip("\n")]
@@ -220,17 +212,20 @@ def _now(url: str) -> str:
     return clickhouse.post(url, "SELECT now()").strip()
 
 
-def wait_refreshed(url: str, timeout_s: float = 120.0, settled: bool = False) -> None:
+def wait_refreshed(url: str, timeout_s: float = 120.0, settled: bool = False, settle: bool = False) -> None:
     """Refresh both rollups now and return once a refresh of each started after this call did so
     successfully: every raw row inserted before the call is in the rollups then. For tests and
     benchmarks that must not wait for the interval. RollupError names what was missing at the deadline.
 
     settled: then also wait (without forcing more refreshes) until each view's latest refresh wrote
     nothing: the scheduled refreshes recompute the minutes of recent inserts for 60 s after them
-    (004's overlap), work a benchmark timing queries should not run beside."""
+    (004's overlap), work a benchmark timing queries should not run beside.
+
+    settle: also run the hourly settle views (SETTLES) now and wait for their success: every minute
+    of the hour that closed two hours ago recomputed from FINAL."""
     deadline = time.monotonic() + timeout_s
     start = _now(url)  # last_success_time has whole seconds: a refresh counts when it started later
-    views = list(ROLLUPS.values())
+    views = list(ROLLUPS.values()) + (list(SETTLES.values()) if settle else [])
     while True:
         rows = {}
         for line in clickhouse.run(url, STATUS_SQL, {}, fmt="TabSeparated").splitlines():

@@ -101,37 +101,13 @@ TTL minute + toIntervalDay(${WIRELENS_REQUESTS_TTL_DAYS});
 
 ALTER TABLE wirelens.requests_by_minute MODIFY TTL minute + toIntervalDay(${WIRELENS_REQUESTS_TTL_DAYS});
 
--- OR REPLACE: re-applying the schema swaps in this definition.
-CREATE OR REPLACE MATERIALIZED VIEW wirelens.requests_by_minute_refresh
-REFRESH EVERY 10 SECOND APPEND
-TO wirelens.requests_by_minute
+-- The one definition of a rollup row: every group of the given minutes
+-- ({minutes:Array(DateTime)}, whole minutes), computed from wirelens.requests
+-- FINAL. A parameterized view: the 10 s refresh, the hourly settle and
+-- `rollup.py rebuild` all select from it, each with its own minutes and as_of.
+CREATE OR REPLACE VIEW wirelens.rollup_minute_rows
 AS
 WITH
-    -- minutes with raw rows inserted since shortly before the rollup's watermark
-    touched AS
-    (
-        SELECT
-            toStartOfMinute(timestamp)                                 AS minute,
-            max(inserted_at)                                           AS last_insert
-        FROM wirelens.requests
-        WHERE inserted_at > (SELECT max(as_of) FROM wirelens.requests_by_minute) - toIntervalSecond(60)
-        GROUP BY minute
-    ),
-    -- of those, the minutes whose rows arrived after their own last
-    -- recomputation - 60 s: the minutes to recompute (a scalar subquery, so
-    -- computed once per refresh)
-    (
-        SELECT groupArray(t.minute)
-        FROM touched AS t
-        LEFT JOIN
-        (
-            SELECT minute, max(as_of) AS last_as_of
-            FROM wirelens.requests_by_minute
-            WHERE minute IN (SELECT minute FROM touched)
-            GROUP BY minute
-        ) AS done ON done.minute = t.minute
-        WHERE t.last_insert > done.last_as_of - toIntervalSecond(60)
-    ) AS stale,
     -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
     if(r.sample_rate > 0, round(toFloat64(r.sample_rate), 7), 1)       AS rate,
     1 / rate                                                           AS weight,
@@ -173,13 +149,12 @@ SELECT
     min(r.ttfb_us)                                                     AS ttfb_min_us,
     max(r.ttfb_us)                                                     AS ttfb_max_us,
     quantilesDDState(0.01, 0.5, 0.9, 0.95, 0.99, 0.999)(r.duration_us) AS duration_sketch,
-    quantilesDDState(0.01, 0.5, 0.9, 0.95, 0.99, 0.999)(r.ttfb_us)     AS ttfb_sketch,
-    now64(3)                                                           AS as_of
+    quantilesDDState(0.01, 0.5, 0.9, 0.95, 0.99, 0.999)(r.ttfb_us)     AS ttfb_sketch
 FROM wirelens.requests AS r FINAL
--- the range lets the primary key prune; has() keeps only the stale minutes
-WHERE r.timestamp >= arrayMin(stale)
-  AND r.timestamp < arrayMax(stale) + toIntervalMinute(1)
-  AND has(stale, toStartOfMinute(r.timestamp))
+-- the range lets the primary key prune; has() keeps only the given minutes
+WHERE r.timestamp >= arrayMin({minutes:Array(DateTime)})
+  AND r.timestamp < arrayMax({minutes:Array(DateTime)}) + toIntervalMinute(1)
+  AND has({minutes:Array(DateTime)}, toStartOfMinute(r.timestamp))
 GROUP BY
     minute,
     run_id,
@@ -188,6 +163,69 @@ GROUP BY
     streaming,
     http_status,
     grpc_status;
+
+-- OR REPLACE: re-applying the schema swaps in this definition.
+CREATE OR REPLACE MATERIALIZED VIEW wirelens.requests_by_minute_refresh
+REFRESH EVERY 10 SECOND APPEND
+TO wirelens.requests_by_minute
+AS
+WITH
+    -- minutes with raw rows inserted since shortly before the rollup's watermark
+    touched AS
+    (
+        SELECT
+            toStartOfMinute(timestamp)                                 AS minute,
+            max(inserted_at)                                           AS last_insert
+        FROM wirelens.requests
+        WHERE inserted_at > (SELECT max(as_of) FROM wirelens.requests_by_minute) - toIntervalSecond(60)
+        GROUP BY minute
+    ),
+    -- of those, the minutes whose rows arrived after their own last
+    -- recomputation - 60 s: the minutes to recompute (a scalar subquery, so
+    -- computed once per refresh)
+    (
+        SELECT groupArray(t.minute)
+        FROM touched AS t
+        LEFT JOIN
+        (
+            SELECT minute, max(as_of) AS last_as_of
+            FROM wirelens.requests_by_minute
+            WHERE minute IN (SELECT minute FROM touched)
+            GROUP BY minute
+        ) AS done ON done.minute = t.minute
+        WHERE t.last_insert > done.last_as_of - toIntervalSecond(60)
+    ) AS stale
+SELECT
+    *,
+    now64(3)                                                           AS as_of
+FROM wirelens.rollup_minute_rows(minutes = stale);
+
+-- The settle pass: once an hour, every minute of the hour that closed two
+-- hours ago ([start of this hour - 3 h, - 2 h)) recomputed from FINAL, so a
+-- block the 10 s refresh missed (one that committed more than 60 s after its
+-- inserted_at: a stalled engine, a lagging replica) is counted within ~3 h,
+-- with no manual step. Its as_of is just above the minute's newest version
+-- (or the minute's end when the rollup has none), not now: the settle
+-- replaces the minute's rows for FINAL readers without moving the watermark
+-- (max(as_of)) that the 10 s refresh and `wirelens report` go by.
+CREATE OR REPLACE MATERIALIZED VIEW wirelens.requests_by_minute_settle
+REFRESH EVERY 1 HOUR APPEND
+TO wirelens.requests_by_minute
+AS
+WITH
+    (SELECT arrayMap(i -> toStartOfHour(now()) - toIntervalHour(3) + toIntervalMinute(i), range(60))) AS settling
+SELECT
+    m.*,
+    greatest(done.last_as_of + toIntervalMillisecond(1),
+             toDateTime64(m.minute + toIntervalMinute(1), 3))          AS as_of
+FROM wirelens.rollup_minute_rows(minutes = settling) AS m
+LEFT JOIN
+(
+    SELECT minute, max(as_of) AS last_as_of
+    FROM wirelens.requests_by_minute
+    WHERE has(settling, minute)
+    GROUP BY minute
+) AS done ON done.minute = m.minute;
 
 -- wirelens.requests_by_second: calls and errors per second and protocol, for
 -- throughput_per_second over long windows (the minute rollup is too coarse).
@@ -210,6 +248,30 @@ ORDER BY (second, run_id, protocol)
 TTL second + toIntervalDay(${WIRELENS_REQUESTS_TTL_DAYS});
 
 ALTER TABLE wirelens.requests_by_second MODIFY TTL second + toIntervalDay(${WIRELENS_REQUESTS_TTL_DAYS});
+
+-- The one definition of its rows: every second of the given whole minutes.
+CREATE OR REPLACE VIEW wirelens.rollup_second_rows
+AS
+WITH
+    -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
+    if(r.sample_rate > 0, round(toFloat64(r.sample_rate), 7), 1)       AS rate,
+    1 / rate                                                           AS weight
+SELECT
+    toDateTime(r.timestamp)                                            AS second,
+    run_id,
+    protocol,
+    count()                                                            AS sampled_calls,
+    sum(weight)                                                        AS calls,
+    sumIf(weight, r.http_status >= 400 OR ifNull(r.grpc_status, 0) > 0) AS errors,
+    min(rate)                                                          AS lowest_rate
+FROM wirelens.requests AS r FINAL
+WHERE r.timestamp >= arrayMin({minutes:Array(DateTime)})
+  AND r.timestamp < arrayMax({minutes:Array(DateTime)}) + toIntervalMinute(1)
+  AND has({minutes:Array(DateTime)}, toStartOfMinute(r.timestamp))
+GROUP BY
+    second,
+    run_id,
+    protocol;
 
 CREATE OR REPLACE MATERIALIZED VIEW wirelens.requests_by_second_refresh
 REFRESH EVERY 10 SECOND APPEND
@@ -240,24 +302,28 @@ WITH
             GROUP BY minute
         ) AS done ON done.minute = t.minute
         WHERE t.last_insert > done.last_as_of - toIntervalSecond(60)
-    ) AS stale,
-    -- the Float32 rate back to the decimal it was configured as; 0 (unknown) counts as 1
-    if(r.sample_rate > 0, round(toFloat64(r.sample_rate), 7), 1)       AS rate,
-    1 / rate                                                           AS weight
+    ) AS stale
 SELECT
-    toDateTime(r.timestamp)                                            AS second,
-    run_id,
-    protocol,
-    count()                                                            AS sampled_calls,
-    sum(weight)                                                        AS calls,
-    sumIf(weight, r.http_status >= 400 OR ifNull(r.grpc_status, 0) > 0) AS errors,
-    min(rate)                                                          AS lowest_rate,
+    *,
     now64(3)                                                           AS as_of
-FROM wirelens.requests AS r FINAL
-WHERE r.timestamp >= arrayMin(stale)
-  AND r.timestamp < arrayMax(stale) + toIntervalMinute(1)
-  AND has(stale, toStartOfMinute(r.timestamp))
-GROUP BY
-    second,
-    run_id,
-    protocol;
+FROM wirelens.rollup_second_rows(minutes = stale);
+
+-- The settle pass of the per-second rollup: as requests_by_minute_settle.
+CREATE OR REPLACE MATERIALIZED VIEW wirelens.requests_by_second_settle
+REFRESH EVERY 1 HOUR APPEND
+TO wirelens.requests_by_second
+AS
+WITH
+    (SELECT arrayMap(i -> toStartOfHour(now()) - toIntervalHour(3) + toIntervalMinute(i), range(60))) AS settling
+SELECT
+    s.*,
+    greatest(done.last_as_of + toIntervalMillisecond(1),
+             toDateTime64(toStartOfMinute(s.second) + toIntervalMinute(1), 3)) AS as_of
+FROM wirelens.rollup_second_rows(minutes = settling) AS s
+LEFT JOIN
+(
+    SELECT toStartOfMinute(second) AS minute, max(as_of) AS last_as_of
+    FROM wirelens.requests_by_second
+    WHERE has(settling, toStartOfMinute(second))
+    GROUP BY minute
+) AS done ON done.minute = toStartOfMinute(s.second);

@@ -48,7 +48,7 @@ def test_every_single_node_statement_has_a_cluster_form(replicated, on_cluster):
     for s in stmts:
         assert s.startswith(("CREATE DATABASE IF NOT EXISTS", "CREATE TABLE IF NOT EXISTS",
                              "CREATE MATERIALIZED VIEW IF NOT EXISTS", "CREATE OR REPLACE MATERIALIZED VIEW",
-                             "ALTER TABLE", "CREATE OR REPLACE FUNCTION", "DROP VIEW IF EXISTS")), s[:80]
+                             "CREATE OR REPLACE VIEW", "ALTER TABLE", "CREATE OR REPLACE FUNCTION", "DROP VIEW IF EXISTS")), s[:80]
         assert ("ON CLUSTER 'prod'" in s.split("\n")[0]) == (on_cluster == "1"), s[:80]
         assert "${" not in s
 
@@ -102,12 +102,27 @@ def test_views_read_the_node_local_source_and_write_where_the_row_belongs():
         assert rollup.split("\n")[:3] == [
             f"CREATE OR REPLACE MATERIALIZED VIEW wirelens.{rollup_table}_refresh ON CLUSTER 'prod'",
             "REFRESH EVERY 10 SECOND APPEND", f"TO wirelens.{rollup_table}_local"]
-        assert "FROM wirelens.requests_local AS r FINAL" in rollup
+        # the rows of the stale minutes: from the row view, which reads the node's shard
+        assert "FROM wirelens.rollup_" in rollup and "_rows(minutes = stale)" in rollup
         assert "FROM wirelens.requests_local\n" in rollup  # the minutes touched since the watermark
         # the watermark and each minute's last recomputation: from the node's own rollup
         assert f"(SELECT max(as_of) FROM wirelens.{rollup_table}_local)" in rollup
         assert f"FROM wirelens.{rollup_table}_local\n" in rollup
         assert not re.search(r"wirelens\.requests(_by_minute|_by_second)?\b(?!_)", rollup), rollup
+        # the row view (one definition of the rollup's rows) on every node, over the node's shard
+        rows_view = "minute" if rollup_table.endswith("minute") else "second"
+        rows = named(stmts, f"CREATE OR REPLACE VIEW wirelens.rollup_{rows_view}_rows ")
+        assert rows.startswith(f"CREATE OR REPLACE VIEW wirelens.rollup_{rows_view}_rows ON CLUSTER 'prod' AS\n")
+        assert "FROM wirelens.requests_local AS r FINAL" in rows and "{minutes:Array(DateTime)}" in rows
+        assert not re.search(r"wirelens\.requests\b(?!_)", rows), rows
+        # the hourly settle: also on every node, into its own rollup, from the row view and its own rollup
+        settle = named(stmts, f"CREATE OR REPLACE MATERIALIZED VIEW wirelens.{rollup_table}_settle ")
+        assert settle.split("\n")[:3] == [
+            f"CREATE OR REPLACE MATERIALIZED VIEW wirelens.{rollup_table}_settle ON CLUSTER 'prod'",
+            "REFRESH EVERY 1 HOUR APPEND", f"TO wirelens.{rollup_table}_local"]
+        assert f"FROM wirelens.rollup_{rows_view}_rows(minutes = settling)" in settle
+        assert f"FROM wirelens.{rollup_table}_local\n" in settle
+        assert not re.search(r"wirelens\.requests(_by_minute|_by_second)?\b(?!_)", settle), settle
         # the insert-time view of before issue 30 is dropped on every node
         assert named(stmts, f"DROP VIEW IF EXISTS wirelens.{rollup_table}_from_requests") == \
             f"DROP VIEW IF EXISTS wirelens.{rollup_table}_from_requests ON CLUSTER 'prod'"
@@ -138,6 +153,8 @@ def test_a_table_without_a_sharding_key_or_an_unknown_statement_is_refused():
             ["CREATE TABLE IF NOT EXISTS wirelens.new_table (x UInt8) ENGINE = MergeTree ORDER BY x"], "prod")
     with pytest.raises(cluster_schema.ClusterSchemaError, match="no cluster rule for the statement 'DROP TABLE"):
         cluster_schema.cluster_statements(["DROP TABLE wirelens.requests"], "prod")
+    with pytest.raises(cluster_schema.ClusterSchemaError, match="a view must read sharded tables only"):
+        cluster_schema.cluster_statements(["CREATE OR REPLACE VIEW wirelens.v AS SELECT * FROM otel.otel_logs"], "prod")
     with pytest.raises(cluster_schema.ClusterSchemaError, match="reads sharded and per-node tables"):
         cluster_schema.cluster_statements(
             ["CREATE MATERIALIZED VIEW IF NOT EXISTS wirelens.v TO wirelens.runs AS SELECT * "

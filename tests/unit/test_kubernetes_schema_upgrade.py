@@ -102,6 +102,7 @@ def test_old_rollups_beside_a_current_table_are_recreated_as_refreshed_ones(serv
     for statement in ddl.statements("30"):
         server.sql(statement)
     for statement in ["DROP VIEW wirelens.requests_by_minute_refresh", "DROP VIEW wirelens.requests_by_second_refresh",
+                      "DROP VIEW wirelens.requests_by_minute_settle", "DROP VIEW wirelens.requests_by_second_settle",
                       "DROP TABLE wirelens.requests_by_minute", "DROP TABLE wirelens.requests_by_second"]:
         server.sql(statement)
     old_rollups = string.Template((OLD_SCHEMA / "004_rollups.sql").read_text()).substitute(
@@ -114,7 +115,9 @@ def test_old_rollups_beside_a_current_table_are_recreated_as_refreshed_ones(serv
     assert status is None and "dropping the rollups fed at insert" in out, out
     assert engines(server) == {
         "requests_by_minute": "ReplacingMergeTree", "requests_by_minute_refresh": "MaterializedView",
-        "requests_by_second": "ReplacingMergeTree", "requests_by_second_refresh": "MaterializedView"}
+        "requests_by_minute_settle": "MaterializedView",
+        "requests_by_second": "ReplacingMergeTree", "requests_by_second_refresh": "MaterializedView",
+        "requests_by_second_settle": "MaterializedView"}
 
     # A current install: applied again, nothing is dropped.
     status, out = run_script(server, tmp_path, "schema: applied")

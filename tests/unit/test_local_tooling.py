@@ -105,7 +105,8 @@ def test_schema_files_split_into_idempotent_statements():
                     or re.match(r"ALTER TABLE wirelens\.\w+\s+MODIFY (TTL|COLUMN \w+ (CODEC\(|\S+ MATERIALIZED ))",
                                 statement)
                     or statement.startswith("DROP VIEW IF EXISTS ")
-                    or statement.startswith(("CREATE OR REPLACE MATERIALIZED VIEW ", "CREATE OR REPLACE FUNCTION "))), \
+                    or statement.startswith(("CREATE OR REPLACE MATERIALIZED VIEW ", "CREATE OR REPLACE VIEW ",
+                                             "CREATE OR REPLACE FUNCTION "))), \
                 (path.name, statement[:60])
 
 

@@ -41,6 +41,8 @@ DROP VIEW IF EXISTS wirelens.requests_by_minute_from_requests;
 DROP VIEW IF EXISTS wirelens.requests_by_second_from_requests;
 DROP VIEW IF EXISTS wirelens.requests_by_minute_refresh;
 DROP VIEW IF EXISTS wirelens.requests_by_second_refresh;
+DROP VIEW IF EXISTS wirelens.requests_by_minute_settle;
+DROP VIEW IF EXISTS wirelens.requests_by_second_settle;
 DROP TABLE IF EXISTS wirelens.requests_by_minute;
 DROP TABLE IF EXISTS wirelens.requests_by_second;
 SQL

@@ -21,7 +21,10 @@ otel.otel_logs (the exporter's table, local on each node) writes into the
 Distributed wirelens.requests, which routes each call to its shard; one reading
 sharded tables (the rollups' refreshable views, from wirelens.requests and
 their own rollup's watermark) reads that node's _local tables and appends to
-the _local table of its own target, on the same shard. Every node refreshes
+the _local table of its own target, on the same shard. A plain view over
+sharded tables (a rollup's parameterized row view) is created on every node
+over its _local tables; a refreshable view selecting from it counts as
+reading sharded tables. Every node refreshes
 its rollups on its own schedule: with replicas, both replicas of a shard
 recompute the same minutes from the same calls and append them (with their
 own as_of) to the Replicated rollup, whose FINAL keeps one version per row;
@@ -98,6 +101,7 @@ def cluster_statements(statements: list[str], cluster: str, replicated: bool = T
     check_cluster_name(cluster)
     on = f" ON CLUSTER '{cluster}'" if on_cluster else ""
     out: list[str] = []
+    shard_views: set[str] = set()  # plain views over sharded tables: each node's reads its own shard
     for statement in statements:
         head = " ".join(statement.split()[:8])
         if m := re.match(r"CREATE DATABASE IF NOT EXISTS (\w+)\s*$", statement):
@@ -119,6 +123,19 @@ def cluster_statements(statements: list[str], cluster: str, replicated: bool = T
         elif m := re.match(r"DROP VIEW IF EXISTS " + TABLE + r"\s*$", statement):
             # a view of an older schema (004 drops the rollups' insert-time views): gone from every node
             out.append(f"DROP VIEW IF EXISTS {m[1]}{on}")
+        elif m := re.match(rf"CREATE OR REPLACE VIEW {TABLE}\s+AS\b", statement):
+            # A plain (e.g. parameterized) view over sharded tables, such as a rollup's row view: on every
+            # node, reading that node's _local tables, so a refreshable view selecting from it stays on
+            # its shard.
+            view, rest = m[1], statement[m.end():]
+            sources = set(re.findall(rf"\b(?:FROM|JOIN)\s+{TABLE}(?![\w.])", statement))
+            if not sources or not sources <= SHARDING_KEYS.keys() | shard_views:
+                raise ClusterSchemaError(f"{head}: a view must read sharded tables only "
+                                         f"(read: {sorted(sources) or 'none'})")
+            for source in sources & SHARDING_KEYS.keys():
+                rest = re.sub(rf"\b(FROM|JOIN)\s+{re.escape(source)}(?![\w.])", rf"\1 {local(source)}", rest)
+            shard_views.add(view)
+            out.append(f"CREATE OR REPLACE VIEW {view}{on} AS{rest}")
         elif m := re.match(rf"CREATE (OR REPLACE MATERIALIZED VIEW|MATERIALIZED VIEW IF NOT EXISTS) {TABLE}"
                            rf"\s+(?:(REFRESH\b.*?)\s+)?TO {TABLE}\s", statement, re.S):
             # A refreshable view (REFRESH ... APPEND TO) runs on its schedule on every node, reading that
@@ -126,13 +143,13 @@ def cluster_statements(statements: list[str], cluster: str, replicated: bool = T
             create = f"CREATE {m[1]}"
             view, refresh, target = m[2], f"\n{m[3]}" if m[3] else "", _sharded(m[4], head)
             sources = set(re.findall(rf"\b(?:FROM|JOIN)\s+{TABLE}(?![\w.])", statement))
-            sharded_sources = sources & SHARDING_KEYS.keys()
+            sharded_sources = sources & (SHARDING_KEYS.keys() | shard_views)
             if sharded_sources and sharded_sources != sources:
                 raise ClusterSchemaError(f"{head}: reads sharded and per-node tables at once ({sorted(sources)})")
             rest = statement[m.end() - 1:]
             if sharded_sources:
                 # Fires where the shard's rows are written; writes to the same shard.
-                for source in sharded_sources:
+                for source in sharded_sources - shard_views:
                     rest = re.sub(rf"\b(FROM|JOIN)\s+{re.escape(source)}(?![\w.])", rf"\1 {local(source)}", rest)
                 out.append(f"{create} {view}{on}{refresh}\nTO {local(target)}{rest}")
             else:
@@ -145,7 +162,8 @@ def cluster_statements(statements: list[str], cluster: str, replicated: bool = T
             raise ClusterSchemaError(f"no cluster rule for the statement {head!r} "
                                      "(queries/schema/cluster/cluster_schema.py knows CREATE DATABASE, "
                                      "CREATE TABLE, ALTER TABLE, CREATE [OR REPLACE] MATERIALIZED VIEW ... "
-                                     "[REFRESH ...] TO, DROP VIEW IF EXISTS and CREATE OR REPLACE FUNCTION)")
+                                     "[REFRESH ...] TO, CREATE OR REPLACE VIEW over sharded tables, "
+                                     "DROP VIEW IF EXISTS and CREATE OR REPLACE FUNCTION)")
     return out
 
 
