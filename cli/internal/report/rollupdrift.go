@@ -196,8 +196,17 @@ func (h rollupHealth) warnings(source string) (out, notes []string) {
 				rollupDatabase, physical[t]))
 			continue
 		}
+		// A rollup's slower refreshable view beside a faster one is its settle pass (004: hourly, the
+		// minutes of the hour that closed two hours ago); the fastest is its refresh.
+		fastest := time.Duration(0)
 		for _, v := range views {
-			out = append(out, v.refreshWarnings(physical[t], h.Now)...)
+			if _, p := v.refreshable(); p > 0 && (fastest == 0 || p < fastest) {
+				fastest = p
+			}
+		}
+		for _, v := range views {
+			_, p := v.refreshable()
+			out = append(out, v.refreshWarnings(physical[t], h.Now, len(views) > 1 && p > fastest)...)
 		}
 	}
 
@@ -233,20 +242,31 @@ func (h rollupHealth) warnings(source string) (out, notes []string) {
 }
 
 // refreshWarnings: a refresh that fails, is stopped, or last succeeded more
-// than a few periods ago.
-func (v rollupObject) refreshWarnings(table string, now time.Time) []string {
+// than a few periods ago. settle: the view is the rollup's settle pass, which
+// recomputes older minutes (what the refresh missed) rather than new ones. One
+// that has not run since the server started is no warning (it runs hourly).
+func (v rollupObject) refreshWarnings(table string, now time.Time, settle bool) []string {
 	name := rollupDatabase + "." + v.Name
 	_, period := v.refreshable()
+	what, misses := "refresh", "The rollup misses what arrived since"
+	if settle {
+		what, misses = "settle pass", "Calls committed too late for the refresh (more than 60 s after their stamp) "+
+			"stay uncounted until it runs again"
+	}
 	var out []string
 	if strings.EqualFold(v.RefreshStatus, "Disabled") {
 		// Stopping cancels a refresh under way: its "cancelled" error is not the story.
-		return []string{fmt.Sprintf("The refresh of %s.%s is stopped (%s is Disabled: SYSTEM STOP VIEW); "+
-			"SYSTEM START VIEW %s resumes it. The rollup misses what arrived since.", rollupDatabase, table, name, name)}
+		return []string{fmt.Sprintf("The %s of %s.%s is stopped (%s is Disabled: SYSTEM STOP VIEW); "+
+			"SYSTEM START VIEW %s resumes it. %s.", what, rollupDatabase, table, name, name, misses)}
 	}
 	if v.Exception != "" {
-		out = append(out, fmt.Sprintf("The refresh of %s.%s fails (%s, %d %s in a row): %s. The rollup misses "+
-			"what arrived since its last successful refresh; --source raw is exact.",
-			rollupDatabase, table, name, v.Retry, plural(int(v.Retry), "failure", "failures"), firstLine(v.Exception, 300)))
+		since := " its last successful refresh"
+		if settle {
+			since = ""
+		}
+		out = append(out, fmt.Sprintf("The %s of %s.%s fails (%s, %d %s in a row): %s. %s%s; --source raw is exact.",
+			what, rollupDatabase, table, name, v.Retry, plural(int(v.Retry), "failure", "failures"),
+			firstLine(v.Exception, 300), misses, since))
 	}
 	if v.LastSuccess != nil && v.Exception == "" {
 		limit := staleAfter * period
@@ -258,8 +278,8 @@ func (v rollupObject) refreshWarnings(table string, now time.Time) []string {
 			if period > 0 {
 				every = fmt.Sprintf("; it runs every %s", FormatDuration(period))
 			}
-			out = append(out, fmt.Sprintf("The last successful refresh of %s.%s (%s) started %s ago, at %s%s: "+
-				"the rollup lags.", rollupDatabase, table, name, ago(late), FormatTime(*v.LastSuccess), every))
+			out = append(out, fmt.Sprintf("The last successful %s of %s.%s (%s) started %s ago, at %s%s: "+
+				"the rollup lags.", what, rollupDatabase, table, name, ago(late), FormatTime(*v.LastSuccess), every))
 		}
 	}
 	return out

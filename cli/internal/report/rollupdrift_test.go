@@ -31,6 +31,11 @@ func refreshedRollups() []rollupObject {
 			CreateQuery: "CREATE TABLE wirelens.requests_by_second (`second` DateTime) ENGINE = ReplacingMergeTree(as_of) ORDER BY second"},
 		{Name: "requests_by_second_refresh", Engine: "MaterializedView", RefreshStatus: "Scheduled", LastSuccess: at(7 * time.Second),
 			CreateQuery: "CREATE MATERIALIZED VIEW wirelens.requests_by_second_refresh REFRESH EVERY 10 SECOND APPEND TO wirelens.requests_by_second (`second` DateTime) AS SELECT 1"},
+		// The hourly settle passes, not run since the server started (LastSuccess nil): no warning.
+		{Name: "requests_by_minute_settle", Engine: "MaterializedView", RefreshStatus: "Scheduled",
+			CreateQuery: "CREATE MATERIALIZED VIEW wirelens.requests_by_minute_settle REFRESH EVERY 1 HOUR APPEND TO wirelens.requests_by_minute (`minute` DateTime) AS SELECT 1"},
+		{Name: "requests_by_second_settle", Engine: "MaterializedView", RefreshStatus: "Scheduled",
+			CreateQuery: "CREATE MATERIALIZED VIEW wirelens.requests_by_second_settle REFRESH EVERY 1 HOUR APPEND TO wirelens.requests_by_second (`second` DateTime) AS SELECT 1"},
 		// Not a rollup's view: ignored.
 		{Name: "requests_from_otel_logs", Engine: "MaterializedView",
 			CreateQuery: "CREATE MATERIALIZED VIEW wirelens.requests_from_otel_logs TO wirelens.requests (`x` UInt8) AS SELECT 1"},
@@ -115,8 +120,14 @@ func TestRollupDriftWarnings(t *testing.T) {
 				CreateQuery: "CREATE MATERIALIZED VIEW wirelens.requests_by_second_from_requests TO wirelens.requests_by_second (x UInt8) AS SELECT 1"})},
 			source: SourceRollup,
 			want:   []string{"old insert-fed form: wirelens.requests_by_second (fed at insert by wirelens.requests_by_second_from_requests)"}},
-		{name: "no refresh view", health: rollupHealth{Objects: without(refreshedRollups(), "requests_by_minute_refresh")},
-			source: SourceRollup, want: []string{"Nothing refreshes wirelens.requests_by_minute"}},
+		{name: "no refresh view", health: rollupHealth{Objects: without(without(refreshedRollups(), "requests_by_minute_refresh"),
+			"requests_by_minute_settle")}, source: SourceRollup, want: []string{"Nothing refreshes wirelens.requests_by_minute"}},
+		// Only the hourly settle pass left: by its views alone the report cannot tell it from an hourly refresh;
+		// it does not move the watermark, so the calls it has not counted are overdue rows, a warning.
+		{name: "only the settle pass writes to a rollup", health: rollupHealth{
+			Objects: without(refreshedRollups(), "requests_by_minute_refresh"), Late: 90, Overdue: 80,
+			Watermark: driftNow.Add(-5 * time.Minute)}, source: SourceRollup, count: 1,
+			want: []string{"90 rows of this window reached wirelens.requests after the rollups' last refresh"}},
 		{name: "refresh fails", health: rollupHealth{Objects: with(refreshedRollups(), "requests_by_second_refresh", func(o *rollupObject) {
 			o.RefreshStatus, o.Retry = "Running", 3
 			o.Exception = "Code: 60. DB::Exception: Unknown table expression identifier 'wirelens.requests'. (UNKNOWN_TABLE)\n\n0. ? @ 0x1d967133"
@@ -131,6 +142,22 @@ func TestRollupDriftWarnings(t *testing.T) {
 			func(o *rollupObject) { o.LastSuccess = at(10 * time.Minute) })}, source: SourceRollup,
 			want: []string{"The last successful refresh of wirelens.requests_by_minute (wirelens.requests_by_minute_refresh) " +
 				"started 10m ago, at 2026-11-27 03:50:00.000 UTC; it runs every 10s: the rollup lags."}},
+		{name: "settle pass fails", health: rollupHealth{Objects: with(refreshedRollups(), "requests_by_minute_settle", func(o *rollupObject) {
+			o.RefreshStatus, o.Retry = "Running", 2
+			o.Exception = "Code: 241. DB::Exception: Memory limit exceeded. (MEMORY_LIMIT_EXCEEDED)"
+		})}, source: SourceRollup, count: 1,
+			want: []string{"The settle pass of wirelens.requests_by_minute fails (wirelens.requests_by_minute_settle, 2 failures in a row): " +
+				"Code: 241. DB::Exception: Memory limit exceeded. (MEMORY_LIMIT_EXCEEDED). Calls committed too late for the refresh " +
+				"(more than 60 s after their stamp) stay uncounted until it runs again; --source raw is exact."}},
+		{name: "settle pass stopped", health: rollupHealth{Objects: with(refreshedRollups(), "requests_by_second_settle",
+			func(o *rollupObject) { o.RefreshStatus = "Disabled" })}, source: SourceRollup, count: 1,
+			want: []string{"The settle pass of wirelens.requests_by_second is stopped (wirelens.requests_by_second_settle is Disabled"}},
+		{name: "settle pass 2 h ago is fine", health: rollupHealth{Objects: with(refreshedRollups(), "requests_by_second_settle",
+			func(o *rollupObject) { o.LastSuccess = at(2 * time.Hour) })}, source: SourceRollup},
+		{name: "settle pass lags", health: rollupHealth{Objects: with(refreshedRollups(), "requests_by_second_settle",
+			func(o *rollupObject) { o.LastSuccess = at(4 * time.Hour) })}, source: SourceRollup, count: 1,
+			want: []string{"The last successful settle pass of wirelens.requests_by_second (wirelens.requests_by_second_settle) " +
+				"started 4h ago, at 2026-11-27 00:00:00.000 UTC; it runs every 1h: the rollup lags."}},
 		{name: "hourly refresh 2 h ago is fine", health: rollupHealth{Objects: with(refreshedRollups(), "requests_by_minute_refresh",
 			func(o *rollupObject) {
 				o.LastSuccess = at(2 * time.Hour)
