@@ -34,9 +34,10 @@
 --     than its part's commit: a refresh that read the table just before the
 --     commit started after inserted_at. Measured: a block commits up to 14 s
 --     after its stamp (an 8M-row INSERT ... SELECT on a saturated 2-core
---     machine); a block waiting longer than 60 s could be missed (`check`
---     shows it, `rebuild` repairs it). The per-minute test stops an idle
---     table from being recomputed forever (W only moves on an append).
+--     machine); a block waiting longer than 60 s is missed by the refresh
+--     and counted by the hourly settle pass (below) within ~3 h. The
+--     per-minute test stops an idle table from being recomputed forever (W
+--     only moves on an append).
 --   * Status, watermark and the rows a refresh has not seen yet:
 --     `python -m queries.rollup status` (system.view_refreshes); the repair
 --     tools `check` and `rebuild --day` stay (queries/README.md, "Rollup").
