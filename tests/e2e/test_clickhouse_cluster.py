@@ -277,7 +277,7 @@ def test_schema_is_the_cluster_form_on_every_node(loaded):
     expected = {}
     for line in query(single.nodes[0].url, tables).splitlines():
         table, engine = line.split("\t")
-        if engine == "MaterializedView":
+        if engine in ("MaterializedView", "View"):  # views (the rollups' row views too): by their own name
             expected[table] = engine
         else:  # each table: its _local twin with the same engine, and a Distributed one by its name
             expected |= {table: "Distributed", f"{table}_local": engine}
@@ -376,7 +376,7 @@ def test_reader_runs_the_report_on_the_cluster_and_cannot_write(loaded, tmp_path
     assert "ERROR" not in done.stdout
     # the rollups' refreshes, which the report's drift warning names when one fails
     assert query(node.url, "SELECT count() FROM system.view_refreshes WHERE database = 'wirelens'",
-                 user=reader[0], password=reader[1]).strip() == "2"
+                 user=reader[0], password=reader[1]).strip() == "4"  # each rollup's 10 s refresh and hourly settle
     with pytest.raises(ClusterError, match="ACCESS_DENIED|Not enough privileges"):
         query(node.url, "INSERT INTO wirelens.runs (run_id) VALUES ('x')", user=reader[0], password=reader[1])
     with pytest.raises(ClusterError, match="ACCESS_DENIED|Not enough privileges"):
