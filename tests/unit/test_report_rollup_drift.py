@@ -37,8 +37,8 @@ REFRESH_VIEWS = ("requests_by_minute_refresh", "requests_by_second_refresh")
 SETTLE_VIEWS = ("requests_by_minute_settle", "requests_by_second_settle")
 
 
-def post(ch, sql: str) -> str:
-    return clickhouse.post(ch.url, sql)
+def query(ch, statement: str) -> str:
+    return clickhouse.post(ch.url, statement)
 
 
 def report(ch, *args: str) -> subprocess.CompletedProcess:
@@ -62,23 +62,23 @@ def insert_calls(ch, n: int, run_id: str, inserted_ago_s: int = 0) -> None:
     load = query_speed.LOAD_SQL.replace(generator_run, f"'{run_id}' AS run_id").format(
         rows=n, first=0, count=n, start_ns=int((time.time() - 300) * 1e9), window_ns=240 * 1_000_000_000)
     if not inserted_ago_s:
-        post(ch, load)
+        query(ch, load)
         return
     # inserted_at is MATERIALIZED (now64 at insert): through a staging table, with the column given.
-    post(ch, "CREATE TABLE wirelens.drift_staging ENGINE = Memory AS SELECT * FROM wirelens.requests LIMIT 0")
+    query(ch, "CREATE TABLE wirelens.drift_staging ENGINE = Memory AS SELECT * FROM wirelens.requests LIMIT 0")
     try:
-        post(ch, load.replace("INSERT INTO wirelens.requests", "INSERT INTO wirelens.drift_staging", 1))
-        columns = post(ch, "SELECT arrayStringConcat(groupArray(name), ', ') FROM (SELECT name FROM system.columns "
+        query(ch, load.replace("INSERT INTO wirelens.requests", "INSERT INTO wirelens.drift_staging", 1))
+        columns = query(ch, "SELECT arrayStringConcat(groupArray(name), ', ') FROM (SELECT name FROM system.columns "
                            "WHERE database = 'wirelens' AND table = 'drift_staging' ORDER BY position)").strip()
-        post(ch, f"INSERT INTO wirelens.requests ({columns}, inserted_at) SELECT *, now64(3) - {inserted_ago_s} "
+        query(ch, f"INSERT INTO wirelens.requests ({columns}, inserted_at) SELECT *, now64(3) - {inserted_ago_s} "
                  "FROM wirelens.drift_staging SETTINGS insert_allow_materialized_columns = 1")
     finally:
-        post(ch, "DROP TABLE IF EXISTS wirelens.drift_staging")
+        query(ch, "DROP TABLE IF EXISTS wirelens.drift_staging")
 
 
 def refreshed_after(ch, since_s: float) -> bool:
     """Both refresh views have a successful refresh that started after since_s (Unix seconds)."""
-    out = post(ch, "SELECT count() FROM system.view_refreshes WHERE database = 'wirelens' AND view IN "
+    out = query(ch, "SELECT count() FROM system.view_refreshes WHERE database = 'wirelens' AND view IN "
                    f"{REFRESH_VIEWS} AND last_success_time > toDateTime({int(since_s)}) AND exception = ''")
     return out.strip() == str(len(REFRESH_VIEWS))
 
@@ -89,7 +89,7 @@ def ch():
     server.start()
     try:
         query_speed.create_schema(server.url)
-        names = post(server, "SELECT name FROM system.tables WHERE database = 'wirelens' AND create_table_query "
+        names = query(server, "SELECT name FROM system.tables WHERE database = 'wirelens' AND create_table_query "
                              "LIKE '%REFRESH EVERY%'").split()
         if sorted(names) != sorted(REFRESH_VIEWS + SETTLE_VIEWS):
             pytest.fail(f"the schema's refreshable views are {names}, this test expects {REFRESH_VIEWS + SETTLE_VIEWS}")
@@ -102,7 +102,7 @@ def test_caught_up_rollups_give_no_warning(ch):
     insert_calls(ch, 500, "drift-ok")
     inserted = time.time()
     wait_for("a refresh of both rollups after the insert", lambda: refreshed_after(ch, inserted + 1), timeout_s=60,
-             state=lambda: post(ch, "SELECT view, status, last_success_time, exception FROM system.view_refreshes"))
+             state=lambda: query(ch, "SELECT view, status, last_success_time, exception FROM system.view_refreshes"))
     result = report(ch, "--run", "drift-ok", "--source", "rollup")
     assert result.returncode == 0, result.stderr
     assert warnings(result) == [], result.stdout[:3000]
@@ -111,14 +111,14 @@ def test_caught_up_rollups_give_no_warning(ch):
 
 def test_stopped_refresh_and_rows_after_the_watermark_are_counted(ch):
     for view in REFRESH_VIEWS:
-        post(ch, f"SYSTEM STOP VIEW wirelens.{view}")
+        query(ch, f"SYSTEM STOP VIEW wirelens.{view}")
     try:
-        wait_for("both refreshes stopped", lambda: post(
+        wait_for("both refreshes stopped", lambda: query(
             ch, f"SELECT countIf(status = 'Disabled') FROM system.view_refreshes WHERE view IN {REFRESH_VIEWS}")
             .strip() == "2", timeout_s=30)
         # Emptied rollups (watermark 1970) and calls that have waited 5 minutes: overdue, a warning.
         for table in ("requests_by_minute", "requests_by_second"):
-            post(ch, f"TRUNCATE TABLE wirelens.{table}")
+            query(ch, f"TRUNCATE TABLE wirelens.{table}")
         insert_calls(ch, 321, "drift-late", inserted_ago_s=300)
         result = report(ch, "--run", "drift-late", "--source", "rollup")
         found = warnings(result)
@@ -139,7 +139,7 @@ def test_stopped_refresh_and_rows_after_the_watermark_are_counted(ch):
         assert warnings(report(ch, "--run", "drift-late", "--source", "raw")) == []
     finally:
         for view in REFRESH_VIEWS:
-            post(ch, f"SYSTEM START VIEW wirelens.{view}")
+            query(ch, f"SYSTEM START VIEW wirelens.{view}")
     restarted = time.time()
     wait_for("the rollups caught up once refreshes resumed", lambda: refreshed_after(ch, restarted + 1), timeout_s=60)
     for run in ("drift-late", "drift-fresh", "drift-ok"):
@@ -149,29 +149,29 @@ def test_stopped_refresh_and_rows_after_the_watermark_are_counted(ch):
 
 def test_failing_refresh_is_named_with_its_error(ch):
     view = "requests_by_second_refresh"
-    definition = post(ch, f"SELECT create_table_query FROM system.tables WHERE database = 'wirelens' AND name = '{view}'")
-    post(ch, f"CREATE OR REPLACE MATERIALIZED VIEW wirelens.{view} REFRESH EVERY 1 SECOND APPEND "
+    definition = query(ch, f"SELECT create_table_query FROM system.tables WHERE database = 'wirelens' AND name = '{view}'")
+    query(ch, f"CREATE OR REPLACE MATERIALIZED VIEW wirelens.{view} REFRESH EVERY 1 SECOND APPEND "
              "TO wirelens.requests_by_second AS SELECT toDateTime(throwIf(count() >= 0, 'drift test: refresh broken')) "
              "AS second FROM wirelens.requests")
     try:
-        wait_for("the broken refresh to fail", lambda: post(
+        wait_for("the broken refresh to fail", lambda: query(
             ch, f"SELECT exception != '' FROM system.view_refreshes WHERE view = '{view}'").strip() == "1", timeout_s=30)
         found = warnings(report(ch, "--run", "drift-ok", "--source", "rollup"))
         assert any(f"The refresh of wirelens.requests_by_second fails (wirelens.{view}, " in w
                    and "drift test: refresh broken" in w for w in found), found
     finally:
-        post(ch, "DROP VIEW IF EXISTS wirelens." + view)
-        post(ch, definition.strip().replace("\\'", "'"))
+        query(ch, "DROP VIEW IF EXISTS wirelens." + view)
+        query(ch, definition.strip().replace("\\'", "'"))
 
 
 def test_old_insert_fed_rollups_are_named(ch):
-    post(ch, "CREATE DATABASE IF NOT EXISTS drift_old")
+    query(ch, "CREATE DATABASE IF NOT EXISTS drift_old")
     # The form before issue 30, in short: an AggregatingMergeTree fed at insert by a view.
-    post(ch, "RENAME TABLE wirelens.requests_by_minute TO drift_old.requests_by_minute")
+    query(ch, "RENAME TABLE wirelens.requests_by_minute TO drift_old.requests_by_minute")
     try:
-        post(ch, "CREATE TABLE wirelens.requests_by_minute (minute DateTime, run_id LowCardinality(String), "
+        query(ch, "CREATE TABLE wirelens.requests_by_minute (minute DateTime, run_id LowCardinality(String), "
                  "calls SimpleAggregateFunction(sum, Float64)) ENGINE = AggregatingMergeTree ORDER BY (minute, run_id)")
-        post(ch, "CREATE MATERIALIZED VIEW wirelens.requests_by_minute_from_requests TO wirelens.requests_by_minute AS "
+        query(ch, "CREATE MATERIALIZED VIEW wirelens.requests_by_minute_from_requests TO wirelens.requests_by_minute AS "
                  "SELECT toStartOfMinute(timestamp) AS minute, run_id, count() AS calls FROM wirelens.requests "
                  "GROUP BY minute, run_id")
         result = report(ch, "--run", "drift-ok", "--source", "rollup")
@@ -180,6 +180,6 @@ def test_old_insert_fed_rollups_are_named(ch):
                    "fed at insert by wirelens.requests_by_minute_from_requests)" in w for w in found), found
         assert not any("rows of this window" in w for w in found), found  # no late count on the old form
     finally:
-        post(ch, "DROP VIEW IF EXISTS wirelens.requests_by_minute_from_requests")
-        post(ch, "DROP TABLE IF EXISTS wirelens.requests_by_minute SYNC")
-        post(ch, "RENAME TABLE drift_old.requests_by_minute TO wirelens.requests_by_minute")
+        query(ch, "DROP VIEW IF EXISTS wirelens.requests_by_minute_from_requests")
+        query(ch, "DROP TABLE IF EXISTS wirelens.requests_by_minute SYNC")
+        query(ch, "RENAME TABLE drift_old.requests_by_minute TO wirelens.requests_by_minute")
