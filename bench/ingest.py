@@ -62,6 +62,7 @@ from bench import benchlib
 from bench.benchlib import ROOT
 from envoy import wiring  # the access-log line format
 from deploy.local import stack  # the components as shipped
+from queries import rollup  # the views that fill the rollups
 from wirelens_helpers.wait import WaitTimeout, wait_for
 
 
@@ -77,10 +78,10 @@ MIXES = {
 }
 RATES = (10_000, 100_000, 1_000_000)  # calls per second, for the per-day table
 RAW_LOGS_TTL_DAYS = 3  # collector/config.yaml: WIRELENS_RAW_LOGS_TTL's default, 72h
-# The views that fill the rollups: the refreshable ones (issue 30, queries/schema/004_rollups.sql) and, on an
-# older schema, the insert-time ones; --without-rollups drops whichever exist.
-ROLLUP_VIEWS = ("wirelens.requests_by_minute_refresh", "wirelens.requests_by_second_refresh",
-                "wirelens.requests_by_minute_from_requests", "wirelens.requests_by_second_from_requests")
+# The views that fill the rollups: the refreshable ones (issue 30, queries/schema/004_rollups.sql: the 10 s
+# refreshes and the hourly settles, queries.rollup.VIEWS) and, on an older schema, the insert-time ones;
+# --without-rollups drops whichever exist.
+ROLLUP_VIEWS = (*rollup.VIEWS, *rollup.OLD_VIEWS)
 DRAIN_TIMEOUT_S = 900.0
 
 
