@@ -152,9 +152,14 @@ SELECT
     quantilesDDState(0.01, 0.5, 0.9, 0.95, 0.99, 0.999)(r.duration_us) AS duration_sketch,
     quantilesDDState(0.01, 0.5, 0.9, 0.95, 0.99, 0.999)(r.ttfb_us)     AS ttfb_sketch
 FROM wirelens.requests AS r FINAL
--- the range lets the primary key prune; has() keeps only the given minutes
-WHERE r.timestamp >= arrayMin({minutes:Array(DateTime)})
-  AND r.timestamp < arrayMax({minutes:Array(DateTime)}) + toIntervalMinute(1)
+-- The range lets the primary key prune; has() keeps only the given minutes.
+-- Its bounds are DateTime64, not DateTime: 26.9's key analysis turns
+-- `timestamp < <DateTime>` into `timestamp <= <DateTime> - 1 s` as for an
+-- integer key, so a granule starting in the last second before the bound was
+-- skipped with its calls (measured: -659 calls in a minute recomputed alone
+-- at 30M calls, -234 at 100M; COMMON.md H6 has the reproducer).
+WHERE r.timestamp >= toDateTime64(arrayMin({minutes:Array(DateTime)}), 0)
+  AND r.timestamp < toDateTime64(arrayMax({minutes:Array(DateTime)}) + toIntervalMinute(1), 0)
   AND has({minutes:Array(DateTime)}, toStartOfMinute(r.timestamp))
 GROUP BY
     minute,
@@ -266,8 +271,9 @@ SELECT
     sumIf(weight, r.http_status >= 400 OR ifNull(r.grpc_status, 0) > 0) AS errors,
     min(rate)                                                          AS lowest_rate
 FROM wirelens.requests AS r FINAL
-WHERE r.timestamp >= arrayMin({minutes:Array(DateTime)})
-  AND r.timestamp < arrayMax({minutes:Array(DateTime)}) + toIntervalMinute(1)
+-- DateTime64 bounds, as in rollup_minute_rows (a DateTime bound loses calls)
+WHERE r.timestamp >= toDateTime64(arrayMin({minutes:Array(DateTime)}), 0)
+  AND r.timestamp < toDateTime64(arrayMax({minutes:Array(DateTime)}) + toIntervalMinute(1), 0)
   AND has({minutes:Array(DateTime)}, toStartOfMinute(r.timestamp))
 GROUP BY
     second,
