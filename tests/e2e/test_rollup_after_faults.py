@@ -50,13 +50,13 @@ from deploy.local import clickhouse_users
 from tests.e2e.conftest import ROOT, free_ports, rows, stack, stack_on_free_ports
 from tests.e2e.test_zero_loss import (DRAIN_DEADLINE_S, SteadyTraffic, expect_exactly, pipeline_state,
                                       raw_log_rows, replay_run_from_checkpoint)
+from tests.unit.test_rollup import LEVELS, percentile_ok, same_number  # the unit test's comparisons
 from wirelens_helpers.wait import wait_for
 
 WIRELENS = ROOT / "bin" / "wirelens"
 VARIANTS = sorted(p.stem for p in (ROOT / "queries" / "rollup").glob("*.sql"))
 # Columns that name a group in the saved queries' answers; every other column is a value.
 KEYS = {"second", "operation", "protocol", "streaming", "http_status", "grpc_status", "status", "request_index"}
-LEVELS = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 OPERATION = "hello.SayHello"  # SteadyTraffic's calls: POST /v1/hello (rest) and /wirelens.v1.Hello/SayHello (grpc)
 TEST_DB = "e2e_rollup_faults"
 HOLD_S = 2.5  # how long the proxy holds back each answer of ClickHouse (an insert takes two: under the 10 s timeout)
@@ -292,26 +292,6 @@ def sorted_durations(settings, run_id: str) -> dict[tuple[str, str], dict[str, l
                          "FORMAT JSONCompactEachRow")
     return {(op, proto): {"": d, "ttfb_": t} for op, proto, d, t in map(json.loads, text.splitlines())}
 
-
-def percentile_ok(values: list[int], column: str, rolled: str) -> bool:
-    """Within DDSketch's 1 % of an order statistic at the level's rank (rank conventions differ by one)."""
-    level = LEVELS[column.removeprefix("ttfb_").removesuffix("_ms")]
-    n = len(values)
-    lo = values[max(0, int(level * (n - 1)) - 1)]
-    hi = values[min(n - 1, int(level * n) + 1)]
-    return lo * 0.99 - 1 <= float(rolled) * 1000 <= hi * 1.01 + 1
-
-
-def same_number(raw: str, rolled: str) -> bool:
-    """Equal as printed; sums taken in another order may differ in the last printed digit."""
-    if raw == rolled:
-        return True
-    try:
-        a, b = float(raw), float(rolled)
-    except ValueError:
-        return False
-    digits = len(raw.split(".")[1]) if "." in raw else 0
-    return abs(a - b) <= 10 ** -digits + 1e-9 * abs(a)
 
 
 def differences(raw: dict[str, list[dict[str, str]]], rolled: dict[str, list[dict[str, str]]],

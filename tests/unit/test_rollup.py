@@ -152,14 +152,14 @@ def percentile_ok(values: list[int], column: str, rolled: str) -> bool:
     return lo * 0.99 - 1 <= float(rolled) * 1000 <= hi * 1.01 + 1
 
 
-def close(column: str, raw: str, rolled: str) -> bool:
+def same_number(raw: str, rolled: str) -> bool:
+    """Equal as printed; sums taken in another order may differ in the last printed digit."""
     if raw == rolled:
         return True
     try:
         a, b = float(raw), float(rolled)
     except ValueError:
         return False
-    # Sums in another order: the last rounded digit may differ.
     digits = len(raw.split(".")[1]) if "." in raw else 0
     return abs(a - b) <= 10 ** -digits + 1e-9 * abs(a)
 
@@ -183,7 +183,7 @@ def test_rollup_variant_answers_as_the_raw_query_after_resends(ch, name, run_id)
               for r, o in zip(raw, rolled) for column in r
               if not (percentile_ok(latencies[(r["operation"], r["protocol"])][column[:5] if column.startswith("ttfb_")
                                                                                else ""], column, o[column])
-                      if column in PERCENTILE else close(column, r[column], o[column]))]
+                      if column in PERCENTILE else same_number(r[column], o[column]))]
     assert not misses, f"{name}: {len(misses)} values differ, e.g. {misses[:5]}"
 
 
@@ -356,7 +356,7 @@ def test_the_settle_pass_counts_a_block_that_committed_too_late_for_the_refresh(
                   if not (percentile_ok(latencies[(r["operation"], r["protocol"])][column[:5] if
                                                                                    column.startswith("ttfb_") else ""],
                                         column, o[column]) if column in PERCENTILE
-                          else close(column, r[column], o[column]))]
+                          else same_number(r[column], o[column]))]
         assert not misses, f"{name}: {len(misses)} values differ, e.g. {misses[:5]}"
 
 
