@@ -300,7 +300,7 @@ bench-envoy-kill: venv proto filter collector jaeger services ## calls lost from
 soak: venv proto filter collector jaeger services ## every protocol and shape for SOAK_MINUTES (10) while Collector, logship, ClickHouse engine are SIGKILLed: calls = rows, RSS per component (build/soak/soak.html)
 	@$(PY) -m bench.soak --minutes $(or $(SOAK_MINUTES),10) $(SOAK_ARGS)
 
-bench-queries: venv ## saved queries (raw and rollup) on 10M synthetic calls (BENCH_ARGS="--rows 100000000" for the growth figures)
+bench-queries: venv ## saved queries on 10M synthetic calls: each raw one beside the floor (count() per operation x protocol with FINAL, target 2x), rollups < 1 s and exact (BENCH_ARGS="--rows 100000000" for the growth figures)
 	@$(PY) -m bench.query_speed $(BENCH_ARGS)
 
 bench: venv filter native filter-empty proto bench-tools collector jaeger services ## every benchmark, then a one-screen summary (BENCH_ARGS=--quick)
