@@ -63,6 +63,7 @@ from bench.benchlib import ROOT
 from envoy import wiring  # the access-log line format
 from deploy.local import stack  # the components as shipped
 from queries import rollup  # the views that fill the rollups
+from wirelens_helpers.protowire import varint  # the OTLP spans are hand-encoded
 from wirelens_helpers.wait import WaitTimeout, wait_for
 
 
@@ -329,21 +330,12 @@ ENGINE_EVENTS = (
 )
 
 
-def _pb_varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
 def _pb_bytes(field: int, payload: bytes) -> bytes:
-    return _pb_varint(field << 3 | 2) + _pb_varint(len(payload)) + payload
+    return varint(field << 3 | 2) + varint(len(payload)) + payload
 
 
 def _pb_fixed64(field: int, value: int) -> bytes:
-    return _pb_varint(field << 3 | 1) + value.to_bytes(8, "little")
+    return varint(field << 3 | 1) + value.to_bytes(8, "little")
 
 
 def _pb_attribute(key: str, value: object) -> bytes:
@@ -351,10 +343,10 @@ def _pb_attribute(key: str, value: object) -> bytes:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         any_value = _pb_bytes(1, str(value).encode())
     elif isinstance(value, int):
-        any_value = _pb_varint(3 << 3 | 0) + _pb_varint(value & (2**64 - 1))
+        any_value = varint(3 << 3 | 0) + varint(value & (2**64 - 1))
     else:
         import struct
-        any_value = _pb_varint(4 << 3 | 1) + struct.pack("<d", value)
+        any_value = varint(4 << 3 | 1) + struct.pack("<d", value)
     return _pb_bytes(1, key.encode()) + _pb_bytes(2, any_value)
 
 
@@ -376,7 +368,7 @@ def otlp_spans_request(lines: list[dict]) -> bytes:
                 "response_size": str(attrs.get("envoy.bytes_sent", 0)),
                 "request_size": str(attrs.get("envoy.bytes_received", 0)), "response_flags": "-"}
         span = (_pb_bytes(1, bytes.fromhex(line["trace_id"])) + _pb_bytes(2, bytes.fromhex(line["span_id"]))
-                + _pb_bytes(5, b"ingress") + _pb_varint(6 << 3) + _pb_varint(2)  # SPAN_KIND_SERVER
+                + _pb_bytes(5, b"ingress") + varint(6 << 3) + varint(2)  # SPAN_KIND_SERVER
                 + _pb_fixed64(7, start) + _pb_fixed64(8, start + 1_000_000)
                 + b"".join(_pb_bytes(9, _pb_attribute(k, v)) for k, v in tags.items()))
         spans.append(_pb_bytes(2, span))

@@ -105,6 +105,7 @@ from tests.e2e import bad_inputs
 from tests.e2e.bad_inputs import CASES, RUN_PLACEHOLDER, BadInput
 from tests.e2e.conftest import stack
 from wirelens_helpers import supervise
+from wirelens_helpers.protowire import varint  # WebAssembly's unsigned LEB128 is the same encoding
 from wirelens_helpers.wait import WaitTimeout, wait_for
 
 assert all(f"\n    {c.id} " in __doc__ for c in CASES), "every case is in the table above"
@@ -466,17 +467,8 @@ def test_bad_input(local_stack, case: BadInput):
 # -- the failure check (b) itself -------------------------------------------------------------
 
 
-def _leb128(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
 def _vector(items: list[bytes]) -> bytes:
-    return _leb128(len(items)) + b"".join(items)
+    return varint(len(items)) + b"".join(items)
 
 
 def trapping_module() -> bytes:
@@ -487,20 +479,20 @@ def trapping_module() -> bytes:
         return b"\x60" + _vector([i32] * params) + _vector([i32] * results)
 
     def section(section_id: int, body: bytes) -> bytes:
-        return bytes([section_id]) + _leb128(len(body)) + body
+        return bytes([section_id]) + varint(len(body)) + body
 
     # (export name, type index, body: no locals, instructions, end)
     functions = [("proxy_abi_version_0_2_1", 0, b""), ("proxy_on_context_create", 1, b""),
                  ("proxy_on_vm_start", 2, b"\x41\x01"), ("proxy_on_configure", 2, b"\x41\x01"),
                  ("proxy_on_memory_allocate", 3, b"\x41\x80\x08"), ("proxy_on_request_headers", 4, b"\x00")]
     types = [functype(0, 0), functype(2, 0), functype(2, 1), functype(1, 1), functype(3, 1)]
-    exports = [_leb128(len(name)) + name.encode() + b"\x00" + _leb128(i) for i, (name, _, _) in enumerate(functions)]
+    exports = [varint(len(name)) + name.encode() + b"\x00" + varint(i) for i, (name, _, _) in enumerate(functions)]
     exports.append(b"\x06memory\x02\x00")
     bodies = [b"\x00" + code + b"\x0b" for _, _, code in functions]
     return (b"\x00asm\x01\x00\x00\x00" + section(1, _vector(types))
-            + section(3, _vector([_leb128(t) for _, t, _ in functions]))
+            + section(3, _vector([varint(t) for _, t, _ in functions]))
             + section(5, _vector([b"\x00\x01"])) + section(7, _vector(exports))
-            + section(10, _vector([_leb128(len(b)) + b for b in bodies])))
+            + section(10, _vector([varint(len(b)) + b for b in bodies])))
 
 
 TRAP_ENVOY = """

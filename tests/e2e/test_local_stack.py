@@ -19,6 +19,7 @@ import pytest
 
 from envoy import wiring
 from tests.e2e.conftest import ROOT, jaeger_trace, rows, stack_for_module
+from wirelens_helpers.protowire import varint
 from wirelens_helpers.wait import wait_for
 
 N_CALLS = 40
@@ -235,15 +236,6 @@ def test_grpc_request_answered_by_a_non_grpc_page_counts_no_response_frames(exac
 
 
 # -- streams ----------------------------------------------------------------------------
-
-
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, value = value & 0x7F, value >> 7
-        out.append(low | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
 
 
 def person(age: int) -> bytes:
