@@ -50,8 +50,8 @@ help: ## list targets
 
 # ------------------------------------------------------------------ bootstrap
 
-.PHONY: bootstrap prereqs prereqs-jvm prereqs-all stack-build venv rust-target filter zig native native-probe release proto collector jaeger jaeger-ui services python-services jvm-services web browser ghz envoy-gateway manifest-tools manifest-schemas
-bootstrap: prereqs-all venv filter native proto collector jaeger jaeger-ui services python-services jvm-services web ghz envoy-gateway manifest-tools manifest-schemas ## build everything that is missing or stale
+.PHONY: bootstrap prereqs prereqs-jvm prereqs-all stack-build venv rust-target filter zig native native-probe release proto collector jaeger jaeger-ui services python-services jvm-services web browser ghz envoy-gateway istiod-harness wasm-image-tool wasm-image manifest-tools manifest-schemas
+bootstrap: prereqs-all venv filter native proto collector jaeger jaeger-ui services python-services jvm-services web ghz envoy-gateway istiod-harness wasm-image manifest-tools manifest-schemas ## build everything that is missing or stale
 
 # What each build needs (tools/check-prereqs): `demo` for the local stack's builds, a JDK and
 # Maven only for the JVM builds, `all` for bootstrap.
@@ -85,9 +85,14 @@ WASM_TARGET := wasm32-unknown-unknown
 rust-target: prereqs
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || { echo "==> adding Rust target $(WASM_TARGET)"; rustup target add $(WASM_TARGET); }
 
+# Reproducible modules: without these the builds embed this checkout's and the Cargo home's absolute
+# paths (panic locations), so another clone would build other bytes and another OCI digest
+# (make wasm-image; the manifests pin that digest). The last matching prefix wins: CARGO_HOME is inside ROOT.
+REPRODUCIBLE_RUSTFLAGS := --remap-path-prefix=$(ROOT)=/wirelens --remap-path-prefix=$(CARGO_HOME)=/cargo
+
 filter: rust-target ## the wirelens filter -> build/wirelens_filter.wasm
-	@$(KEYED) filter build/wirelens_filter.wasm 'filters/Cargo.toml filters/Cargo.lock filters/core filters/wasm' -- bash -c \
-	  'cd filters && cargo build --release --locked --target $(WASM_TARGET) -p wirelens-filter && \
+	@KEY_EXTRA='$(REPRODUCIBLE_RUSTFLAGS)' $(KEYED) filter build/wirelens_filter.wasm 'filters/Cargo.toml filters/Cargo.lock filters/core filters/wasm' -- bash -c \
+	  'cd filters && RUSTFLAGS="$(REPRODUCIBLE_RUSTFLAGS)" cargo build --release --locked --target $(WASM_TARGET) -p wirelens-filter && \
 	   cp $(CARGO_TARGET_DIR)/$(WASM_TARGET)/release/wirelens_filter.wasm $(ROOT)/build/wirelens_filter.wasm'
 
 # The same core as an Envoy dynamic module (filters/native, Envoy 1.40). Installed by rename:
@@ -106,8 +111,8 @@ zig: venv
 	   mkdir -p build/native && touch build/native/zig-$(ZIGLANG_VERSION)'
 
 native: prereqs zig ## the wirelens filter as a native Envoy module -> build/native/libwirelens.so
-	@KEY_EXTRA=$(NATIVE_GLIBC) $(KEYED) native build/native/libwirelens.so 'filters/Cargo.toml filters/Cargo.lock filters/core filters/native' -- bash -c \
-	  'cd filters && $(NATIVE_CARGO) && mkdir -p $(ROOT)/build/native && \
+	@KEY_EXTRA='$(NATIVE_GLIBC) $(REPRODUCIBLE_RUSTFLAGS)' $(KEYED) native build/native/libwirelens.so 'filters/Cargo.toml filters/Cargo.lock filters/core filters/native' -- bash -c \
+	  'cd filters && RUSTFLAGS="$(REPRODUCIBLE_RUSTFLAGS)" $(NATIVE_CARGO) && mkdir -p $(ROOT)/build/native && \
 	   cp $(CARGO_TARGET_DIR)/$(NATIVE_TARGET)/release/libwirelens.so $(ROOT)/build/native/.libwirelens.so.new && \
 	   mv -f $(ROOT)/build/native/.libwirelens.so.new $(ROOT)/build/native/libwirelens.so && \
 	   cd $(ROOT) && $(PY) -m filters.release --check'
@@ -174,6 +179,21 @@ envoy-gateway: prereqs ## Envoy Gateway and egctl from their Go module -> bin/en
 	@KEY_EXTRA=$(ENVOY_GATEWAY_VERSION) $(KEYED) egctl bin/egctl '' -- \
 	  go install github.com/envoyproxy/gateway/cmd/egctl@$(ENVOY_GATEWAY_VERSION)
 
+# istiod's own config generation (istio.io/istio's pilot/test/xds, a pseudo-version of the 1.31 line) in a Go
+# module of its own, so Istio's versions never move the product's grpc and protobuf (tools/istiod-harness).
+istiod-harness: prereqs ## istiod's translation serving ADS to a real Envoy, for Istio without a cluster -> bin/istiod-harness (cold ~3 min, 2.4 GB peak)
+	@$(KEYED) istiod-harness bin/istiod-harness 'tools/istiod-harness' -- bash -c \
+	  'cd tools/istiod-harness && go build -o $(ROOT)/bin/istiod-harness ./cmd/istiod-harness'
+
+wasm-image-tool: prereqs ## the OCI artifact builder and test registry (go-containerregistry, tools/wasm-image) -> bin/wasm-image
+	@$(KEYED) wasm-image-tool bin/wasm-image 'tools/wasm-image' -- bash -c \
+	  'cd tools/wasm-image && go build -o $(ROOT)/bin/wasm-image .'
+
+FILTER_VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' filters/Cargo.toml | head -1)
+wasm-image: filter native wasm-image-tool ## the .wasm and the .so as OCI artifacts, reproducibly -> build/oci (an OCI layout); REGISTRY=host:port/repo also pushes them
+	@bin/wasm-image build --out build/oci
+	@if [[ -n "$(REGISTRY)" ]]; then bin/wasm-image push --layout build/oci --registry "$(REGISTRY)" --tag $(FILTER_VERSION); fi
+
 manifest-tools: prereqs ## kustomize, kubeconform (go install), meshconfig-check -> bin/
 	@KEY_EXTRA=$(KUSTOMIZE_VERSION) $(KEYED) kustomize bin/kustomize '' -- \
 	  go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
@@ -202,7 +222,7 @@ clickhouse-replication-probe: venv zookeeper ## can the embedded ClickHouse repl
 
 # ------------------------------------------------------------------ local stack
 
-.PHONY: up down status gateway-up gateway-down gateway-demo manifests
+.PHONY: up down status gateway-up gateway-down gateway-demo istio-up istio-down manifests
 up: ## start the local stack (ports: deploy/local/ports.env)
 	@$(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(BUILD_JOBS)) $(STACK_RUNS)
 	@$(STACKCTL) up
@@ -223,6 +243,14 @@ gateway-down: ## stop what `make gateway-up` started
 
 gateway-demo: gateway-up ## calls of every protocol through Envoy Gateway, then the report of that run
 	@$(GATEWAY) demo
+
+ISTIO := $(PY) -m deploy.istio.local
+
+istio-up: up istiod-harness ## an Istio ingress gateway (our Envoy 1.40, configured over ADS by istiod's own translation) with wirelens, next to the local stack
+	@$(ISTIO) up
+
+istio-down: ## stop what `make istio-up` started
+	@if [[ -x $(PY) ]]; then $(ISTIO) down; else echo "nothing to stop (no .venv)"; fi
 
 manifests: manifest-tools manifest-schemas ## validate deploy/{kubernetes,kubernetes-tier,istio,envoy_gateway}: kustomize build, kubeconform -strict, mesh config, Collector/Jaeger configs
 	@$(PY) tools/validate-manifests
@@ -263,6 +291,9 @@ test-unit: bootstrap ## unit tests of each component
 	@proto/gen.sh --check
 	@$(PY) filters/core/tests/counterfactual/make_vectors.py --check
 	@go run ./filters/core/tests/counterfactual/gocheck
+	@echo "==> tools with Go modules of their own: istiod's translation of deploy/istio (rung 1), the OCI artifacts"
+	@cd tools/istiod-harness && unformatted=$$(gofmt -l .) && { [[ -z "$$unformatted" ]] || { echo "gofmt -w these files: $$unformatted" >&2; exit 1; }; } && go vet ./... && go test ./...
+	@cd tools/wasm-image && unformatted=$$(gofmt -l .) && { [[ -z "$$unformatted" ]] || { echo "gofmt -w these files: $$unformatted" >&2; exit 1; }; } && go vet ./... && go test ./...
 	@$(PY) -m pytest -q -p no:cacheprovider tests/unit proto
 
 test-e2e: bootstrap browser bench-tools native-probe ## end-to-end: the whole stack on free ports, exact counts in ClickHouse, spans in Jaeger
