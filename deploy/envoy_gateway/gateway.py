@@ -1,6 +1,6 @@
 """wirelens in Envoy Gateway v1.9.1, run for real on this machine, next to the local stack.
 
-    gateway.py up                   start the wasm file server and Envoy Gateway (which starts Envoy)
+    gateway.py up                   start the module registry and Envoy Gateway (which starts Envoy)
     gateway.py down                 stop exactly what `up` started (pid files), nothing else
     gateway.py status               each process: pid, port, health; Envoy's pid and admin port
     gateway.py render               write the resources and Envoy Gateway's config, start nothing
@@ -16,9 +16,11 @@ REST and gRPC services, so the local stack must be up (`make up`). Its filter
 sizes payloads in the other protocol's encoding as the local stack's does:
 WIRELENS_COUNTERFACTUAL_RATE (default 1, every recorded call) and
 WIRELENS_COUNTERFACTUAL_MAX_BYTES (default 1 MiB). Its filter is the build
-the local stack's WIRELENS_FILTER_MODULE names: wasm (served to Envoy Gateway
-by the wasm file server) or native (the dynamic module, copied into the state
-dir under its sha256 and registered by path in the EnvoyProxy; no wasm server).
+the local stack's WIRELENS_FILTER_MODULE names: wasm (an OCI image Envoy
+Gateway pulls by digest from a registry on loopback: `bin/wasm-image registry`,
+HTTPS with a CA made for this state dir, seeded from build/oci, `make
+wasm-image`) or native (the dynamic module, copied into the state dir under its
+sha256 and registered by path in the EnvoyProxy; no registry).
 
 Ports: deploy/envoy_gateway/ports.env (ours) and deploy/local/ports.env (the
 stack's), each overridable by an environment variable of the same name.
@@ -36,6 +38,7 @@ import argparse
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import time
@@ -48,6 +51,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from deploy.envoy_gateway import manifests
+from deploy.kubernetes.images import wasm_image  # the module's OCI artifact (build/oci)
 from envoy import plugin_settings, wiring  # the filter's settings, checked; its two builds
 from deploy.local import stack  # settings, processes, probes of the local stack
 from wirelens_helpers.wait import WaitTimeout, wait_for
@@ -64,6 +68,9 @@ OPMAP = ROOT / "build" / "opmap.json"
 FIXED_PORTS = {18000: "its xDS server", 18002: "its wasm module server", 8081: "its health probe"}
 BUILD_HINT = ("build it: GOTOOLCHAIN=local GOBIN=$PWD/bin go install "
               "github.com/envoyproxy/gateway/cmd/envoy-gateway@v1.9.1 (deploy/envoy_gateway/README.md)")
+WASM_IMAGE_TOOL = wasm_image.TOOL
+# The repository the registry keeps the artifacts under: <127.0.0.1:port>/wirelens/wirelens-filter@sha256:...
+REGISTRY_REPO = "wirelens"
 
 
 # ---------------------------------------------------------------- settings
@@ -101,7 +108,9 @@ def paths(settings: dict[str, str]) -> dict[str, Path]:
     return {
         "config": state_dir(settings) / "envoy-gateway.yaml",
         "resources": state_dir(settings) / "resources",
-        "wasm_dir": state_dir(settings) / "wasm",
+        "registry_certs": state_dir(settings) / "registry-certs",   # ca.crt, tls.crt, tls.key (wasm-image testca)
+        "registry_ready": state_dir(settings) / "registry.json",    # what the registry serves, once it does
+        "wasm_cache": Path(settings["HOME"]) / ".eg" / "wasm",      # Envoy Gateway's wasm cache
         "config_home": eg / "config",
         "data_home": eg / "data",
         "state_home": eg / "state",
@@ -111,12 +120,40 @@ def paths(settings: dict[str, str]) -> dict[str, Path]:
     }
 
 
-def served_wasm(settings: dict[str, str]) -> tuple[Path, str]:
-    """The module as the wasm server serves it: a copy named after its sha256 (a new build, a new URL)."""
+def registry_address(settings: dict[str, str]) -> str:
+    return f"127.0.0.1:{settings['WIRELENS_GATEWAY_WASM_PORT']}"
+
+
+def filter_image(settings: dict[str, str]) -> str:
+    """The module's image reference by digest in our registry, from build/oci; StackError if that layout is
+    missing or was built from another .wasm than build/wirelens_filter.wasm."""
     if not WASM.exists():
         raise StackError(f"{WASM} is missing: run `make filter`")
-    sha = manifests.sha256_file(WASM)
-    return paths(settings)["wasm_dir"] / f"wirelens_filter-{sha[:16]}.wasm", sha
+    try:
+        digest = wasm_image.digests()[wasm_image.FILTER]
+    except wasm_image.LayoutError as exc:
+        raise StackError(str(exc)) from None
+    layer_sha = _layout_module_sha256(digest)
+    if layer_sha != manifests.sha256_file(WASM):
+        raise StackError(f"{wasm_image.LAYOUT} holds another module than {WASM} (plugin.wasm sha256 {layer_sha}): "
+                         f"{wasm_image.BUILD_HINT}")
+    return wasm_image.reference(f"{registry_address(settings)}/{REGISTRY_REPO}", digest)
+
+
+def _layout_module_sha256(digest: str) -> str:
+    """The sha256 of plugin.wasm inside the layout's filter image (read from its layer)."""
+    import gzip
+    import hashlib
+    import tarfile
+
+    blobs = wasm_image.LAYOUT / "blobs" / "sha256"
+    manifest = json.loads((blobs / digest.removeprefix("sha256:")).read_bytes())
+    layer = blobs / manifest["layers"][-1]["digest"].removeprefix("sha256:")
+    with tarfile.open(fileobj=gzip.open(layer), mode="r|") as tar:
+        for member in tar:
+            if member.name == "plugin.wasm":
+                return hashlib.sha256(tar.extractfile(member).read()).hexdigest()
+    raise StackError(f"{layer}: no plugin.wasm in the filter image's layer")
 
 
 def native(settings: dict[str, str]) -> bool:
@@ -150,10 +187,7 @@ def inputs(settings: dict[str, str], sample_rate: float | None = None, counterfa
            counterfactual_max_bytes: int | None = None) -> manifests.Inputs:
     """The resources' inputs; counterfactual_rate and _max_bytes None: the local stack's
     WIRELENS_COUNTERFACTUAL_RATE and WIRELENS_COUNTERFACTUAL_MAX_BYTES."""
-    if native(settings):
-        served, sha = Path("unused.wasm"), ""
-    else:
-        served, sha = served_wasm(settings)
+    image = None if native(settings) else filter_image(settings)
     if not OPMAP.exists():
         raise StackError(f"{OPMAP} is missing: run `make proto`")
     return manifests.Inputs(
@@ -161,8 +195,8 @@ def inputs(settings: dict[str, str], sample_rate: float | None = None, counterfa
         rest_port=int(settings["WIRELENS_REST_PORT"]),
         grpc_port=int(settings["WIRELENS_GRPC_PORT"]),
         collector_port=int(settings["WIRELENS_COLLECTOR_OTLP_PORT"]),
-        wasm_url=f"http://127.0.0.1:{settings['WIRELENS_GATEWAY_WASM_PORT']}/{served.name}",
-        wasm_sha256=sha,
+        wasm_url="", wasm_sha256="",
+        wasm_image=image, wasm_image_ca=None if native(settings) else paths(settings)["registry_certs"] / "ca.crt",
         plugin_config=json.loads(OPMAP.read_text()),
         envoy_admin_port=int(settings["WIRELENS_GATEWAY_ADMIN_PORT"]),
         ready_port=int(settings["WIRELENS_GATEWAY_READY_PORT"]),
@@ -229,13 +263,35 @@ def write_config(settings: dict[str, str]) -> Path:
     return p["config"]
 
 
-def _prepare_wasm_server(settings: dict[str, str]) -> None:
-    served, _ = served_wasm(settings)
-    served.parent.mkdir(parents=True, exist_ok=True)
-    if not served.exists():
-        for old in served.parent.glob("wirelens_filter-*.wasm"):
-            old.unlink()
-        shutil.copyfile(WASM, served)
+def _prepare_registry(settings: dict[str, str]) -> None:
+    """The registry's certificate (a CA of this state dir's own, once) and a check of what it will serve."""
+    _require(WASM_IMAGE_TOOL, wasm_image.BUILD_HINT)
+    filter_image(settings)
+    certs = paths(settings)["registry_certs"]
+    if not all((certs / name).exists() for name in ("ca.crt", "tls.crt", "tls.key")):
+        result = subprocess.run([str(WASM_IMAGE_TOOL), "testca", "--out", str(certs), "--host", "127.0.0.1"],
+                                capture_output=True, text=True, timeout=60)
+        if result.returncode != 0:
+            raise StackError(f"wasm-image testca failed:\n{result.stdout}{result.stderr}")
+    paths(settings)["registry_ready"].unlink(missing_ok=True)
+
+
+def registry_ready(settings: dict[str, str]) -> Callable[[], bool]:
+    """Serving: its ready file names our filter image, and /v2/ answers over HTTPS with our CA."""
+    ready_file = paths(settings)["registry_ready"]
+
+    def probe() -> bool:
+        try:
+            served = json.loads(ready_file.read_text())
+            if served["images"].get(wasm_image.FILTER) != filter_image(settings):
+                return False
+            context = ssl.create_default_context(cafile=str(paths(settings)["registry_certs"] / "ca.crt"))
+            with urllib.request.urlopen(f"https://{registry_address(settings)}/v2/", timeout=2,
+                                        context=context) as response:
+                return response.status == 200
+        except (OSError, ValueError, KeyError, StackError):
+            return False
+    return probe
 
 
 def _prepare_envoy_gateway(settings: dict[str, str]) -> None:
@@ -435,14 +491,16 @@ def set_counterfactual_rate(settings: dict[str, str], rate: float) -> Path:
 
 COMPONENTS = [
     stack.Component(
-        name="wasm-server",
-        command=lambda s: [sys.executable, "-m", "http.server", s["WIRELENS_GATEWAY_WASM_PORT"],
-                           "--bind", "127.0.0.1", "--directory", str(paths(s)["wasm_dir"])],
+        name="wasm-registry",
+        command=lambda s: [str(WASM_IMAGE_TOOL), "registry", "--listen", registry_address(s),
+                           "--tls-cert", str(paths(s)["registry_certs"] / "tls.crt"),
+                           "--tls-key", str(paths(s)["registry_certs"] / "tls.key"),
+                           "--seed", str(wasm_image.LAYOUT), "--repo", REGISTRY_REPO,
+                           "--ready-file", str(paths(s)["registry_ready"])],
         ports=["WIRELENS_GATEWAY_WASM_PORT"],
-        ready=lambda s: stack.http_ok(
-            f"http://127.0.0.1:{s['WIRELENS_GATEWAY_WASM_PORT']}/{served_wasm(s)[0].name}"),
-        prepare=_prepare_wasm_server,
-        enabled=lambda s: not native(s),   # the native build is a file on this host: nothing to serve
+        ready=registry_ready,
+        prepare=_prepare_registry,
+        enabled=lambda s: not native(s),   # the native build is a file on this host: nothing to pull
     ),
     stack.Component(
         name="envoy-gateway",

@@ -16,13 +16,17 @@ Files (one directory, which Envoy Gateway's file provider watches):
                         envoy/wiring.py RECORD_FIELDS, OpenTelemetry tracing with
                         its span tags); in standalone mode also the Host
                         provider (our Envoy binary) and the admin port
-  wirelens-policy.yaml  EnvoyExtensionPolicy: the wasm filter (HTTP code source
-                        + sha256, plugin config = the operation map plus the
+  wirelens-policy.yaml  EnvoyExtensionPolicy: the wasm filter (an OCI image by
+                        digest, `code.type: Image`, or an HTTP URL + sha256;
+                        plugin config = the operation map plus the
                         settings given: sample_rate, counterfactual_rate,
                         counterfactual_max_bytes), failOpen; with module
                         `native` the dynamic module instead (`dynamicModule`:
                         the module the EnvoyProxy registers, filterName
                         wirelens, the same config)
+  registry-ca.yaml      only with a registry CA: Secret `wirelens-registry-ca`
+                        (ca.crt), which the policy's image `tls.caCertificateRef`
+                        names (Envoy Gateway trusts it besides the system roots)
   standalone.yaml       only in standalone mode: Secret `envoy` and the
                         EnvoyPatchPolicy that makes a host-run gateway work on
                         one machine (see patch_policy())
@@ -56,6 +60,7 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
+from deploy.kubernetes.images import wasm_image  # the module's OCI artifact: references by digest
 from envoy import plugin_settings, wiring  # the record's fields, the filter's settings: one source each
 from wirelens_helpers.settings import read_ports  # the ports-file reader
 
@@ -104,6 +109,8 @@ FILTERS_AHEAD_OF_NATIVE = (*FILTERS_AHEAD_OF_WASM, "wasm")
 # The http filter type Envoy Gateway orders, per build of wirelens.
 FILTER_TYPES = {"wasm": "envoy.filters.http.wasm", "native": "envoy.filters.http.dynamic_modules"}
 NATIVE_MODULE = "wirelens"        # the EnvoyProxy's registry name of the .so
+# The Secret with the CA Envoy Gateway trusts for the module's registry (wasm_image_ca).
+REGISTRY_CA_SECRET = "wirelens-registry-ca"
 
 
 @dataclasses.dataclass
@@ -116,6 +123,11 @@ class Inputs:
     wasm_url: str
     wasm_sha256: str
     plugin_config: dict               # the operation map (build/opmap.json), as an object
+    # The module as an OCI image, by digest (host[:port]/repo/wirelens-filter@sha256:…: `make wasm-image`,
+    # deploy/kubernetes/images/wasm_image.py): `code.type: Image` instead of the HTTP URL above.
+    wasm_image: str | None = None
+    # A CA (PEM file) Envoy Gateway trusts for that registry (a private CA; the system roots otherwise).
+    wasm_image_ca: Path | None = None
     envoy_admin_port: int = 19000
     ready_port: int = 19003
     concurrency: int = 2
@@ -259,6 +271,23 @@ def native_path(inputs: Inputs) -> str:
     return inputs.native_path
 
 
+def wasm_code(inputs: Inputs) -> dict:
+    """The wasm's code source: the OCI image by digest (its sha256 is the manifest digest, which Envoy Gateway
+    checks after the pull; it hands Envoy the .wasm's own sha256), or the HTTP URL with the module's sha256."""
+    if not inputs.wasm_image:
+        return {"type": "HTTP", "http": {"url": inputs.wasm_url, "sha256": inputs.wasm_sha256}}
+    image: dict = {"url": inputs.wasm_image, "sha256": wasm_image.digest_hex(inputs.wasm_image)}
+    if inputs.wasm_image_ca is not None:
+        image["tls"] = {"caCertificateRef": {"kind": "Secret", "name": REGISTRY_CA_SECRET}}
+    return {"type": "Image", "image": image}
+
+
+def registry_ca_secret(ca: Path) -> dict:
+    """Secret wirelens-registry-ca: the CA the policy's image pull trusts (key ca.crt, as Envoy Gateway reads it)."""
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": _meta(REGISTRY_CA_SECRET), "type": "Opaque",
+            "data": {"ca.crt": base64.b64encode(ca.read_bytes()).decode()}}
+
+
 def extension_policy(inputs: Inputs) -> dict:
     target = [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": NAME}]
     if wiring.check_module(inputs.module) == "native":
@@ -273,7 +302,7 @@ def extension_policy(inputs: Inputs) -> dict:
         "wasm": [{
             "name": "wirelens",
             "rootID": "wirelens",
-            "code": {"type": "HTTP", "http": {"url": inputs.wasm_url, "sha256": inputs.wasm_sha256}},
+            "code": wasm_code(inputs),
             "config": plugin_config(inputs),
             # Envoy's fail_open: if the module cannot load or crashes, traffic flows unmeasured.
             "failOpen": True,
@@ -337,6 +366,8 @@ def render_files(inputs: Inputs) -> dict[str, list[dict]]:
         "envoyproxy.yaml": [envoy_proxy(inputs)],
         "wirelens-policy.yaml": [extension_policy(inputs)],
     }
+    if inputs.wasm_image and inputs.wasm_image_ca is not None and inputs.module == "wasm":
+        files["registry-ca.yaml"] = [registry_ca_secret(inputs.wasm_image_ca)]
     if inputs.standalone:
         if inputs.envoy_certs is None:
             raise ValueError("standalone mode needs the certificates of `envoy-gateway certgen --local`")
@@ -422,6 +453,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="the module, for its sha256 (default: build/wirelens_filter.wasm)")
     parser.add_argument("--wasm-url", help="where Envoy Gateway downloads the module "
                                            "(default: http://127.0.0.1:$WIRELENS_GATEWAY_WASM_PORT/<file name>)")
+    parser.add_argument("--wasm-image", metavar="REG/REPO",
+                        help="pull the module as an OCI image instead (`code.type: Image`): the registry and "
+                             "repository you pushed `make wasm-image` to (REGISTRY=); the reference is "
+                             "REG/REPO/wirelens-filter@<the digest in build/oci>")
+    parser.add_argument("--wasm-image-ca", type=Path,
+                        help="with --wasm-image: a CA (PEM) for that registry, as Secret "
+                             f"{REGISTRY_CA_SECRET} (registry-ca.yaml)")
     parser.add_argument("--plugin-config", type=Path, default=ROOT / "build" / "opmap.json",
                         help="the operation map (default: build/opmap.json)")
     defaults = "the plugin config's, else the filter's"
@@ -439,13 +477,25 @@ def main(argv: list[str] | None = None) -> int:
     if native and not args.native_path.startswith("/"):
         parser.error(f"--native-path {args.native_path}: the .so's absolute path on the proxy's filesystem")
 
+    if args.wasm_image_ca and not args.wasm_image:
+        parser.error("--wasm-image-ca goes with --wasm-image")
+    image = None
+    if args.wasm_image and not native:
+        try:
+            image = wasm_image.reference(args.wasm_image, wasm_image.digests()[wasm_image.FILTER])
+        except (ValueError, wasm_image.LayoutError) as exc:
+            parser.error(f"--wasm-image: {exc}")
+    if args.wasm_image_ca and not args.wasm_image_ca.exists():
+        parser.error(f"--wasm-image-ca {args.wasm_image_ca}: no such file")
+
     local = stack.load_settings()
     ports = load_ports()
     inputs = Inputs(
         gateway_port=int(ports["WIRELENS_GATEWAY_PORT"]), rest_port=int(local["WIRELENS_REST_PORT"]),
         grpc_port=int(local["WIRELENS_GRPC_PORT"]), collector_port=int(local["WIRELENS_COLLECTOR_OTLP_PORT"]),
         wasm_url=args.wasm_url or f"http://127.0.0.1:{ports['WIRELENS_GATEWAY_WASM_PORT']}/{args.wasm.name}",
-        wasm_sha256="" if native else sha256_file(args.wasm),
+        wasm_sha256="" if native or image else sha256_file(args.wasm),
+        wasm_image=image, wasm_image_ca=args.wasm_image_ca,
         plugin_config=json.loads(args.plugin_config.read_text()),
         module=args.module, native_path=args.native_path if native else None,
         envoy_admin_port=int(ports["WIRELENS_GATEWAY_ADMIN_PORT"]),

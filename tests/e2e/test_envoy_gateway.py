@@ -4,7 +4,12 @@ Envoy Gateway (bin/envoy-gateway, built from its Go module) reads the
 resources deploy/envoy_gateway/manifests.py renders (Gateway API routes,
 Backends, the EnvoyExtensionPolicy with the wirelens wasm, the EnvoyProxy
 telemetry) from a directory it watches, and runs the project's Envoy 1.40
-itself (Host infrastructure). Known calls of every protocol go through the
+itself (Host infrastructure). The wasm comes as an OCI image (`make
+wasm-image`, build/oci) that Envoy Gateway pulls by digest from a registry on
+loopback (bin/wasm-image registry, HTTPS with a CA made for the run, trusted
+through the policy's tls.caCertificateRef); the test finds that digest in the
+registry's log, the pulled module in Envoy Gateway's wasm cache, and its
+sha256 in the Envoy config. Known calls of every protocol go through the
 gateway: each is exactly one row in ClickHouse with its operation, protocol,
 body and message sizes, and one span in Jaeger. Then the EnvoyExtensionPolicy
 changes on disk (sample_rate 0, then 1 again) and Envoy follows, with every
@@ -17,6 +22,8 @@ policy's wasm, and the native dynamic module the EnvoyProxy registers by path
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
 import time
 import uuid
@@ -32,6 +39,7 @@ from tests.e2e.test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REPLY, c
 
 from deploy.envoy_gateway import gateway
 from deploy.envoy_gateway import manifests
+from deploy.kubernetes.images import wasm_image
 from envoy import wiring
 
 
@@ -128,6 +136,46 @@ def test_every_protocol_through_envoy_gateway_is_one_row_and_one_span(envoy_gate
         GRPC_CLUSTER: CALLS_PER_PROTOCOL}
 
 
+def test_the_module_envoy_runs_is_the_image_pulled_by_digest(envoy_gateway):
+    """Envoy Gateway pulled build/oci's wirelens-filter by digest over HTTPS from our registry, kept it in its
+    wasm cache, and Envoy runs exactly those bytes (the .wasm's sha256 in its config)."""
+    settings = envoy_gateway
+    if gateway.native(settings):
+        pytest.skip("the native build is a file on the proxy's host: nothing is pulled")
+    digest = wasm_image.digests()[wasm_image.FILTER]
+    module = gateway.WASM.read_bytes()
+    module_sha = hashlib.sha256(module).hexdigest()
+    image = gateway.filter_image(settings)
+    assert image == f"127.0.0.1:{settings['WIRELENS_GATEWAY_WASM_PORT']}/wirelens/wirelens-filter@{digest}"
+
+    # The policy names the image by digest, with the manifest digest as its sha256 and our CA.
+    policy = next(YAML(typ="safe").load_all(gateway.policy_path(settings).read_text()))
+    code = policy["spec"]["wasm"][0]["code"]
+    assert code == {"type": "Image", "image": {
+        "url": image, "sha256": digest.removeprefix("sha256:"),
+        "tls": {"caCertificateRef": {"kind": "Secret", "name": manifests.REGISTRY_CA_SECRET}}}}, code
+
+    # The registry served that manifest by digest (its request log), over TLS (no other listener).
+    registry_log = stack.log_path(settings, "wasm-registry").read_text()
+    assert f"GET /v2/wirelens/wirelens-filter/manifests/{digest}" in registry_log, registry_log[-2000:]
+
+    # Envoy Gateway's wasm cache: <sha256 of the image name>/<manifest digest>.wasm, the module's bytes.
+    name = f"oci://127.0.0.1:{settings['WIRELENS_GATEWAY_WASM_PORT']}/wirelens/wirelens-filter"
+    cached = gateway.paths(settings)["wasm_cache"] / hashlib.sha256(name.encode()).hexdigest() / \
+        f"{digest.removeprefix('sha256:')}.wasm"
+    assert cached.exists(), sorted(str(p) for p in gateway.paths(settings)["wasm_cache"].rglob("*"))
+    assert cached.read_bytes() == module, f"{cached} is not {gateway.WASM}"
+
+    # Envoy fetched it from Envoy Gateway's wasm server and checks the .wasm's own sha256.
+    wasm_filters = [f for f in gateway.http_filters(settings) if f["name"] == FILTER_NAMES["wasm"]]
+    assert wasm_filters, [f["name"] for f in gateway.http_filters(settings)]
+    remote = wasm_filters[0]["typed_config"]["config"]["vm_config"]["code"]["remote"]
+    assert remote["sha256"] == module_sha, json.dumps(remote)
+    assert remote["http_uri"]["uri"].startswith("https://") and ":18002/" in remote["http_uri"]["uri"], remote
+    assert (gateway.envoy_stat(settings, "wasm.envoy.wasm.runtime.v8.active") or 0) > 0
+    print(f"pulled {image} (module sha256 {module_sha}) into {cached}", file=sys.stderr)
+
+
 def edit_policy(settings, sample_rate: float) -> None:
     """Change the EnvoyExtensionPolicy file as a user would: its config's sample_rate, one rename."""
     path = gateway.paths(settings)["resources"] / "wirelens-policy.yaml"
@@ -143,8 +191,8 @@ def edit_policy(settings, sample_rate: float) -> None:
 
 def processes(settings) -> dict[str, int | None]:
     found = {"envoy-gateway": stack.read_pid(settings, "envoy-gateway"), "envoy": gateway.envoy_pid(settings)}
-    if not gateway.native(settings):   # the native build is a file on this host: no wasm server
-        found["wasm-server"] = stack.read_pid(settings, "wasm-server")
+    if not gateway.native(settings):   # the native build is a file on this host: no registry
+        found["wasm-registry"] = stack.read_pid(settings, "wasm-registry")
     return found
 
 

@@ -240,3 +240,30 @@ func TestRegistryListensOnLoopbackOnly(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// The registry command's seeding path: the layout pushed into the handler in-process, then read back over it.
+func TestSeedingThroughTheHandler(t *testing.T) {
+	wasm, so := inputs(t)
+	dir := filepath.Join(t.TempDir(), "oci")
+	built, err := BuildLayout(dir, wasm, so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	images, err := LayoutImages(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	refs, err := Push(ctx, images, "127.0.0.1:5000/wirelens", "", remote.WithTransport(handlerTransport{handler}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range built {
+		_, pulled, err := Pull(ctx, refs[b.Name], remote.WithTransport(handlerTransport{handler}))
+		if err != nil || pulled.Digest != b.Digest || pulled.ModuleSHA256 != b.ModuleSHA256 {
+			t.Fatalf("%s: %+v, %v", b.Name, pulled, err)
+		}
+	}
+}

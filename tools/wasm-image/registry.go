@@ -318,8 +318,15 @@ func cmdPull(args []string) error {
 type handlerTransport struct{ h http.Handler }
 
 func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	// What a server hands a handler and a client request may lack: a body (never nil), the request URI.
+	in := req.Clone(req.Context())
+	if in.Body == nil {
+		in.Body = http.NoBody
+	}
+	in.RequestURI = req.URL.RequestURI()
+	in.RemoteAddr = "127.0.0.1:0"
 	rec := httptest.NewRecorder()
-	t.h.ServeHTTP(rec, req)
+	t.h.ServeHTTP(rec, in)
 	resp := rec.Result()
 	resp.Request = req
 	return resp, nil
