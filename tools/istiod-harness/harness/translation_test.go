@@ -32,6 +32,9 @@ import (
 	wasmfilter "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/wasm/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	wasmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/wasm/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"sigs.k8s.io/yaml"
 
@@ -326,8 +329,13 @@ func TestWirelensFilterPlacement(t *testing.T) {
 		t.Errorf("wasmplugin.yaml spec.phase = %v; the filter must run in AUTHN, the earliest phase", got)
 	}
 
-	gw := hcms(t, w.srv.Fake.Listeners(w.gateway))
-	sc := hcms(t, w.srv.Fake.Listeners(w.sidecar))
+	gwListeners := w.srv.Fake.Listeners(w.gateway)
+	scListeners := w.srv.Fake.Listeners(w.sidecar)
+	dump(t, "gateway-listeners.json", gwListeners)
+	dump(t, "sidecar-listeners.json", scListeners)
+	dump(t, "gateway-ecds.json", w.srv.Fake.ConfigGen.BuildExtensionConfiguration(w.gateway, w.srv.Fake.PushContext(), []string{wirelensECDS}, nil))
+	gw := hcms(t, gwListeners)
+	sc := hcms(t, scListeners)
 	var scIn, scOut []httpChain
 	for _, c := range sc {
 		if c.inbound {
@@ -390,6 +398,26 @@ func TestWirelensFilterPlacement(t *testing.T) {
 	}
 	if !anyHas(scIn, otherAuthn) {
 		t.Errorf("no sidecar inbound HCM carries the unmatched plugin: the inbound check would be vacuous")
+	}
+}
+
+// dump writes what istiod generated, as Envoy's JSON, into
+// $WIRELENS_ISTIO_DUMP_DIR if set (for reading, and the README's excerpt).
+func dump[T proto.Message](t *testing.T, name string, msgs []T) {
+	d := os.Getenv("WIRELENS_ISTIO_DUMP_DIR")
+	if d == "" {
+		return
+	}
+	var parts []string
+	for _, m := range msgs {
+		b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", Resolver: protoregistry.GlobalTypes}.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, string(b))
+	}
+	if err := os.WriteFile(filepath.Join(d, name), []byte("[\n"+strings.Join(parts, ",\n")+"\n]\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
