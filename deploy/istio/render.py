@@ -2,10 +2,13 @@
 
     python -m deploy.istio.render                       rewrite wasmplugin.yaml, telemetry.yaml, mesh-config.yaml
     python -m deploy.istio.render --check               exit 1, with a diff, if any of them is out of date
-    python -m deploy.istio.render --out-dir DIR --plugin-config your-opmap.json --image oci://REG/wirelens-filter:TAG
+    python -m deploy.istio.render --out-dir DIR --plugin-config your-opmap.json --image oci://REG/wirelens/wirelens-filter@sha256:DIGEST
     python -m deploy.istio.render --out-dir DIR --counterfactual-rate 0.05     the filter's settings over the map's
 
 What comes from where:
+  WasmPlugin url, sha256        the module's OCI artifact by digest, as `make wasm-image` built it
+                                (build/oci, deploy/kubernetes/images/wasm_image.py), under
+                                registry.example.com/wirelens (--registry for yours, or --image)
   WasmPlugin pluginConfig       the filter's operation map (build/opmap.json, `make proto`;
                                 for your own services: proto/opmap.py on your descriptor set)
                                 and --counterfactual-rate, --counterfactual-max-bytes if given
@@ -23,18 +26,18 @@ import argparse
 import difflib
 import json
 import sys
-import tomllib
 from pathlib import Path
 
 import yaml
 
+from deploy.kubernetes.images import wasm_image  # the module's OCI artifact digests (build/oci)
 from envoy import plugin_settings, wiring  # the record's fields and body; the filter's settings
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
-FILTER_VERSION = tomllib.loads((ROOT / "filters" / "Cargo.toml").read_text())["workspace"]["package"]["version"]
-DEFAULT_IMAGE = f"oci://registry.example.com/wirelens/wirelens-filter:{FILTER_VERSION}"
+# The registry/repository the committed WasmPlugin names (a placeholder: render with --registry for yours).
+DEFAULT_REGISTRY = "registry.example.com/wirelens"
 DEFAULT_PLUGIN_CONFIG = ROOT / "build" / "opmap.json"
 DEFAULT_COLLECTOR = "otel-collector.wirelens.svc.cluster.local"  # deploy/kubernetes
 COLLECTOR_OTLP_PORT = 4317
@@ -46,6 +49,12 @@ ROOT_NAMESPACE = "istio-system"  # Istio's config root namespace: resources here
 # every call twice (the caller's outbound, the callee's inbound); the client
 # side sees it as the application sent it (before the callee-side proxies add
 # headers), gateways count as client side, and each call is recorded once.
+# CLIENT_AND_SERVER would record every meshed call twice (and halve nothing);
+# SERVER would miss calls to services outside the mesh and record a gateway's
+# calls on the callee. What CLIENT misses: a caller outside the mesh (no
+# sidecar, no gateway) calling a meshed workload directly; cover those with a
+# second WasmPlugin, mode SERVER, selecting the workloads they call.
+# tools/istiod-harness's Go test checks where istiod puts it.
 WORKLOAD_MODE = "CLIENT"
 
 HEADER = """\
@@ -56,8 +65,9 @@ HEADER = """\
 
 def wasm_plugin(plugin_config: dict, image: str, sha256: str | None = None) -> dict:
     spec = {
-        # The wasm module as an OCI image (deploy/kubernetes/images/wasm.Dockerfile),
-        # pulled by the istio-agent next to each proxy, as for any WasmPlugin.
+        # The wasm module as an OCI artifact (`make wasm-image`), by digest, never by a
+        # floating tag: pulled by the istio-agent next to each proxy, as for any WasmPlugin.
+        # `sha256` is the same manifest digest: the agent checks what it pulled against it.
         "url": image,
         **({"sha256": sha256} if sha256 else {}),
         "imagePullPolicy": "IfNotPresent",
@@ -154,10 +164,16 @@ def with_settings(plugin_config: dict, counterfactual_rate: float | None = None,
                                          counterfactual_max_bytes=counterfactual_max_bytes)
 
 
+def default_image(registry: str = DEFAULT_REGISTRY, layout: Path = wasm_image.LAYOUT) -> tuple[str, str]:
+    """oci://REGISTRY/wirelens-filter@sha256:… of the artifact in build/oci, and its 64 hex digits."""
+    ref = wasm_image.reference(registry, wasm_image.digests(layout)[wasm_image.FILTER])
+    return f"oci://{ref}", wasm_image.digest_hex(ref)
+
+
 def render_all(plugin_config: dict, image: str, sha256: str | None, collector: str) -> dict[str, str]:
     return {
         "wasmplugin.yaml": _dump(wasm_plugin(plugin_config, image, sha256),
-                                 "the operation map build/opmap.json, the filter's version"),
+                                 "the operation map build/opmap.json, the module's OCI digest (build/oci)"),
         "telemetry.yaml": _dump(telemetry(), "envoy/wiring.py RECORD_FIELDS (the span tags)"),
         "mesh-config.yaml": _dump(mesh_config(collector), "envoy/wiring.py RECORD_FIELDS and ACCESS_LOG_BODY",
                                   MESH_CONFIG_INTRO),
@@ -168,8 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--plugin-config", type=Path, default=DEFAULT_PLUGIN_CONFIG,
                         help="the filter's JSON plugin configuration (default: build/opmap.json, `make proto`)")
-    parser.add_argument("--image", default=DEFAULT_IMAGE, help=f"the wasm OCI image (default {DEFAULT_IMAGE})")
-    parser.add_argument("--sha256", help="the image's manifest digest (64 hex digits), verified by Istio")
+    parser.add_argument("--registry", default=DEFAULT_REGISTRY,
+                        help=f"registry/repository of the module's image, named by build/oci's digest (default {DEFAULT_REGISTRY})")
+    parser.add_argument("--image", help="the wasm OCI image instead (oci://REG/REPO/wirelens-filter@sha256:…)")
+    parser.add_argument("--sha256", help="the image's manifest digest (64 hex digits), verified by Istio "
+                                         "(default: the digest of an --image by digest)")
     parser.add_argument("--collector", default=DEFAULT_COLLECTOR,
                         help=f"the Collector's Service host name (default {DEFAULT_COLLECTOR})")
     plugin_settings.add_counterfactual_flags(parser, "the map's, else the filter's")
@@ -181,7 +200,23 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     plugin_config = with_settings(json.loads(args.plugin_config.read_text()), args.counterfactual_rate,
                                   args.counterfactual_max_bytes)
-    files = render_all(plugin_config, args.image, args.sha256, args.collector)
+    if args.image:
+        image, sha256 = args.image, args.sha256
+        if sha256 is None and "@sha256:" in image:
+            sha256 = wasm_image.digest_hex(image)
+    else:
+        try:
+            image, sha256 = default_image(args.registry)
+        except (wasm_image.LayoutError, ValueError) as exc:
+            print(f"render: {exc}", file=sys.stderr)
+            return 1
+        if args.sha256 and args.sha256 != sha256:
+            print(f"render: --sha256 {args.sha256} differs from build/oci's {sha256}", file=sys.stderr)
+            return 1
+    if sha256 is not None and (len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256)):
+        print(f"render: --sha256 {sha256!r}: want 64 lowercase hex digits", file=sys.stderr)
+        return 1
+    files = render_all(plugin_config, image, sha256, args.collector)
     stale = []
     for name, text in files.items():
         path = args.out_dir / name
