@@ -344,9 +344,12 @@ func (l *loggedStream) RecvMsg(m any) error {
 func (l *loggedStream) SendMsg(m any) error {
 	if l.s.agentWasm != nil {
 		if r, ok := m.(*discovery.DiscoveryResponse); ok {
-			if err := l.s.agentWasm.convert(r); err != nil {
+			converted, err := l.s.agentWasm.convert(r)
+			if err != nil {
+				// The agent NACKs to istiod here; the harness logs and lets Envoy judge.
 				log.Warnf("xds: agent wasm conversion for %s: %v", l.node, err)
 			}
+			m = converted
 		}
 	}
 	switch r := m.(type) {
