@@ -1,0 +1,327 @@
+"""End to end: wirelens in an Istio gateway that istiod's own translation configures, next to the local stack.
+
+bin/istiod-harness (tools/istiod-harness, `make istiod-harness`) runs istiod's
+config generation (pilot/test/xds) over the resources deploy/istio/local.py
+renders from deploy/istio/render.py (the WasmPlugin with a file:// module, the
+Telemetry, the mesh config's two providers) plus the Gateways, routes,
+ServiceEntries and the transcoder's EnvoyFilter for this machine, and serves
+ADS on loopback. The project's Envoy 1.40 runs as an Istio ingress gateway
+(router mode, the bootstrap the harness writes) and gets all of its listeners,
+routes, clusters, the access logger, the tracer and the wirelens filter (ECDS)
+from istiod; nothing else edits its config.
+
+Known calls of every protocol (REST, REST with protobuf bodies, gRPC, gRPC-Web,
+gRPC-Web text, REST transcoded to gRPC) go through it: each is exactly one row
+in ClickHouse with its operation, protocol, body and message sizes, and one
+span in Jaeger. Then the WasmPlugin changes on disk (sample_rate 0, then 1):
+istiod pushes it, Envoy applies it through ECDS, with numbered calls running
+through each change: every call answered, the unsampled ones no row, the
+sampled ones one row each, and istiod and Envoy still the processes that
+started. The generated listeners are kept in test-artifacts/istio/.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from deploy.istio import local
+from tests.e2e.conftest import ARTIFACTS, free_ports, jaeger_trace, rows
+from tests.e2e.test_inject import call, check_rows_and_spans
+from tests.e2e.test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REPLY, counts_by_protocol, traceparent
+from wirelens_helpers.wait import wait_for
+
+PROTOCOLS = ("rest", "rest-proto", "grpc", "grpc-web", "grpc-web-text", "rest-transcoded")
+CALLS_PER_PROTOCOL = 3
+ARTIFACT_DIR = ARTIFACTS / "istio"
+# The filters that must come after wirelens on each listener (it sees each call as the client sent it).
+AFTER_WIRELENS = {
+    "WIRELENS_ISTIO_PORT": ["envoy.filters.http.grpc_web", "envoy.filters.http.router"],
+    "WIRELENS_ISTIO_TRANSCODE_PORT": ["envoy.filters.http.grpc_json_transcoder", "envoy.filters.http.router"],
+}
+# istiod's name for the upstream cluster of a ServiceEntry port.
+REST_CLUSTER = "outbound|{WIRELENS_REST_PORT}||" + local.REST_HOST
+GRPC_CLUSTER = "outbound|{WIRELENS_GRPC_PORT}||" + local.GRPC_HOST
+
+
+@pytest.fixture(scope="module")
+def istio(local_stack, tmp_path_factory):
+    if not local.HARNESS.exists():
+        pytest.fail(f"{local.HARNESS} is missing: {local.HARNESS_HINT}")
+    names = list(local.PORTS)
+    environ = {**local_stack, **dict(zip(names, map(str, free_ports(len(names)))))}
+    environ["WIRELENS_ISTIO_STATE_DIR"] = str(tmp_path_factory.mktemp("istio"))
+    environ["WIRELENS_ISTIO_CONCURRENCY"] = "1"
+    environ["WIRELENS_ISTIO_LOG_LEVEL"] = "info"
+    settings = local.load_settings(environ)
+    lines: list[str] = []
+    try:
+        t0 = time.monotonic()
+        local.up(settings, log=lines.append)
+        lines.append(f"  up in {time.monotonic() - t0:.1f}s")
+        yield settings
+    finally:
+        envoy = local.pids(settings).get("envoy")
+        local.down(settings, log=lines.append)
+        ARTIFACT_DIR.mkdir(parents=True, exist_ok=True)
+        for log in (Path(settings["WIRELENS_STATE_DIR"]) / "logs").glob("*.log"):
+            (ARTIFACT_DIR / f"e2e-{log.name}").write_bytes(log.read_bytes())
+        for path in (local.paths(settings)["bootstrap"], local.paths(settings)["mesh_config"],
+                     *local.paths(settings)["config_dir"].glob("*.yaml")):
+            if path.exists():
+                (ARTIFACT_DIR / f"input-{path.name}").write_bytes(path.read_bytes())
+        print("\n".join(lines), file=sys.stderr)
+        assert envoy is None or not Path(f"/proc/{envoy}").exists() or \
+            Path(f"/proc/{envoy}/stat").read_text().rsplit(") ", 1)[1].startswith("Z"), \
+            f"the gateway's Envoy (pid {envoy}) outlived `local.py down`"
+
+
+def port_of(settings, variable: str) -> int:
+    return int(settings[variable])
+
+
+def tracer_service(settings) -> str:
+    """The spans' service name: istiod names it after the proxy's node cluster (its bootstrap)."""
+    return yaml.safe_load(local.paths(settings)["bootstrap"].read_text())["node"]["cluster"]   # JSON or YAML
+
+
+def cluster_requests(settings) -> dict[str, int]:
+    """Requests each upstream cluster sent, from Envoy's /clusters (istiod gives the clusters an alt_stat_name,
+    so their stats are not named after them): `NAME::HOST:PORT::rq_total::N` per endpoint."""
+    names = [REST_CLUSTER.format(**settings), GRPC_CLUSTER.format(**settings)]
+    _, text = local.stack.http_get(f"{local.admin_url(settings)}/clusters", timeout=30)
+    totals = dict.fromkeys(names, 0)
+    for line in text.splitlines():
+        parts = line.split("::")
+        if len(parts) == 4 and parts[0] in totals and parts[2] == "rq_total":
+            totals[parts[0]] += int(parts[3])
+    return totals
+
+
+def excerpt(listener: dict, ecds: dict) -> dict:
+    """The generated listener as the docs show it: address, the HCM's HTTP filters, its access log and
+    tracing, and the wirelens filter's ECDS resource (its operation map cut short)."""
+    hcm = local.http_connection_manager(listener)
+    config = json.loads(json.dumps(ecds))
+    wasm = config.get("typed_config", {}).get("config", {})
+    value = wasm.get("configuration", {}).get("value", "")
+    if len(value) > 160:
+        wasm["configuration"]["value"] = value[:160] + f"... ({len(value)} characters)"
+    return {"listener": {"name": listener["name"], "address": listener["address"],
+                         "http_filters": hcm["http_filters"],
+                         "access_log": hcm.get("access_log"), "tracing": hcm.get("tracing")},
+            "ecds": config}
+
+
+def test_istiod_builds_the_listeners_with_wirelens_first(istio):
+    settings = istio
+    ARTIFACT_DIR.mkdir(parents=True, exist_ok=True)
+    (ARTIFACT_DIR / "config_dump.json").write_text(json.dumps(local.config_dump(settings, ""), indent=1))
+    ecds = local.ecds_filters(settings)
+    expected_config = {"WIRELENS_ISTIO_PORT": local.plugin_config(settings),
+                       "WIRELENS_ISTIO_TRANSCODE_PORT": local.plugin_config(settings, transcoded=True)}
+    for variable, after in AFTER_WIRELENS.items():
+        port = port_of(settings, variable)
+        assert local.listening_addresses(port) == {"127.0.0.1"}, f"{variable}={port}"
+        names = [f["name"] for f in local.http_filters(settings, port)]
+        name = local.wirelens_ecds_name(settings, port)
+        # wirelens is the first HTTP filter: istiod puts AUTHN-phase plugins first, and metadata
+        # exchange (the only filter allowed before it) is off for upstream Envoy.
+        assert name is not None and names[0] == name, (variable, names)
+        assert [n for n in names if n in after] == after, (variable, names)
+        assert names[-1] == "envoy.filters.http.router", (variable, names)
+        wasm = ecds[name]["typed_config"]
+        assert wasm["@type"] == local.wiring.WASM_TYPE
+        assert wasm["config"]["root_id"] == "wirelens"
+        assert wasm["config"]["failure_policy"] == "FAIL_OPEN"
+        assert wasm["config"]["vm_config"]["code"]["local"]["filename"] == str(local.WASM)
+        # The pluginConfig arrives as the JSON text the filter parses, equal to what we rendered.
+        assert json.loads(wasm["config"]["configuration"]["value"]) == expected_config[variable], variable
+        listener = local.listener_on(settings, port)
+        (ARTIFACT_DIR / f"listener-{variable.lower()}.json").write_text(json.dumps(listener, indent=1))
+        (ARTIFACT_DIR / f"listener-{variable.lower()}-excerpt.yaml").write_text(
+            f"# The listener istiod generated for the gateway's {variable} server and the wirelens filter's\n"
+            f"# ECDS resource, from Envoy's /config_dump (tests/e2e/test_istio.py).\n"
+            + yaml.safe_dump(excerpt(listener, ecds[name]), sort_keys=False, width=4096))
+        # Istio's access logger and tracer from the Telemetry and the mesh config's providers.
+        hcm = local.http_connection_manager(listener)
+        loggers = [log["typed_config"] for log in hcm.get("access_log", [])
+                   if log["typed_config"]["@type"].endswith("OpenTelemetryAccessLogConfig")]
+        assert len(loggers) == 1, hcm.get("access_log")
+        attributes = {a["key"]: a["value"]["string_value"] for a in loggers[0]["attributes"]["values"]}
+        assert attributes == local.wiring.access_log_attributes()
+        tags = {t["tag"]: t for t in hcm["tracing"].get("custom_tags", [])}
+        assert set(local.wiring.span_tag_formats()) <= set(tags), tags
+
+
+def wirelens_spans(trace: dict | None) -> list[dict]:
+    """The spans of a trace that carry the wirelens record."""
+    spans = []
+    for span in (trace or {}).get("spans", []):
+        if any(t["key"] == "wirelens.protocol" for t in span.get("tags", [])):
+            spans.append(span)
+    return spans
+
+
+def test_every_protocol_through_the_istio_gateway_is_one_row_and_one_span(istio):
+    settings = istio
+    ports = {"rest-transcoded": port_of(settings, "WIRELENS_ISTIO_TRANSCODE_PORT")}
+    run_id = f"istio-{uuid.uuid4().hex[:8]}"
+    before = cluster_requests(settings)
+    expected = {}
+    for protocol in PROTOCOLS:
+        for _ in range(CALLS_PER_PROTOCOL):
+            trace_id, tp = traceparent()
+            answer = call(protocol, ports.get(protocol, port_of(settings, "WIRELENS_ISTIO_PORT")), {}, None,
+                          {"traceparent": tp, "x-wirelens-run": run_id})
+            assert answer.status in ("200", "OK"), (protocol, answer)
+            if protocol == "rest":
+                assert answer.body == REST_REPLY, answer
+            elif protocol == "rest-transcoded":   # the transcoder's JSON: the same object
+                assert json.loads(answer.body) == json.loads(REST_REPLY), answer
+            elif protocol != "grpc-web-text":   # the others carry the reply message as is
+                assert HELLO_REPLY in answer.body, (protocol, answer)
+            expected[trace_id] = (protocol, answer)
+
+    # Every call one row with its operation, protocol, body bytes, messages and status; its span in Jaeger.
+    check_rows_and_spans(settings, {"name": "istio", "tracer_service": tracer_service(settings)}, run_id, expected)
+    assert counts_by_protocol(settings, run_id) == {p: CALLS_PER_PROTOCOL for p in PROTOCOLS}
+    # gRPC message payloads, counted here independently of the filter.
+    payloads = rows(settings, f"SELECT protocol, request_message_bytes, response_message_bytes, count() "
+                              f"FROM wirelens.requests FINAL WHERE run_id = '{run_id}' "
+                              f"GROUP BY ALL ORDER BY protocol")
+    assert payloads == [[p, *(("0", "0") if p.startswith("rest") else (str(len(HELLO_REQUEST)), str(len(HELLO_REPLY)))),
+                         str(CALLS_PER_PROTOCOL)] for p in sorted(PROTOCOLS)]
+    # One span per call carries the record (the gateway's own; istiod also has it spawn an upstream span).
+    jaeger = f"http://127.0.0.1:{settings['WIRELENS_JAEGER_QUERY_PORT']}"
+    for trace_id, (protocol, _) in expected.items():
+        spans = wirelens_spans(jaeger_trace(jaeger, trace_id))
+        assert len(spans) == 1, f"{protocol} call {trace_id}: {len(spans)} spans carry the record"
+
+    # Through the routes istiod made: gRPC, gRPC-Web and transcoded REST to the gRPC service, REST to REST.
+    after = cluster_requests(settings)
+    assert {name: after[name] - before[name] for name in after} == {
+        REST_CLUSTER.format(**settings): 2 * CALLS_PER_PROTOCOL,
+        GRPC_CLUSTER.format(**settings): 4 * CALLS_PER_PROTOCOL}
+
+
+# ---------------------------------------------------------------- the live change
+
+
+class NumberedCalls(threading.Thread):
+    """REST calls one after another until stopped, each numbered and with a trace id of its own."""
+
+    def __init__(self, port: int, run_id: str):
+        super().__init__(daemon=True)
+        self.port, self.run_id = port, run_id
+        self.sent: list[str] = []                  # trace ids, in call order (number = index)
+        self.failed: list[tuple[int, str]] = []    # (number, what happened)
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            number = len(self.sent)
+            trace_id, tp = traceparent()
+            self.sent.append(trace_id)
+            try:
+                answer = call("rest", self.port, {}, None, {"x-wirelens-run": self.run_id, "traceparent": tp})
+                if answer.status != "200" or answer.body != REST_REPLY:
+                    self.failed.append((number, f"status {answer.status}, body {answer.body[:80]!r}"))
+            except OSError as exc:
+                self.failed.append((number, repr(exc)))
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(30)
+
+
+def numbered_calls(settings, run_id: str, n: int) -> list[str]:
+    """n REST calls, each answered; their trace ids in order."""
+    sent = []
+    for number in range(n):
+        trace_id, tp = traceparent()
+        answer = call("rest", port_of(settings, "WIRELENS_ISTIO_PORT"), {}, None,
+                      {"x-wirelens-run": run_id, "traceparent": tp})
+        assert answer.status == "200" and answer.body == REST_REPLY, f"call {number} of {run_id}: {answer}"
+        sent.append(trace_id)
+    return sent
+
+
+def logged_calls(settings, run_id: str) -> int:
+    """Access-log records of a run in otel.otel_logs: every call, recorded by the filter or not."""
+    return int(rows(settings, f"SELECT count() FROM otel.otel_logs "
+                              f"WHERE LogAttributes['wirelens.run_id'] = '{run_id}'")[0][0])
+
+
+def rows_by_trace(settings, run_id: str) -> dict[str, int]:
+    return {trace: int(n) for trace, n in rows(settings, f"SELECT trace_id, count() FROM wirelens.requests FINAL "
+                                                         f"WHERE run_id = '{run_id}' GROUP BY trace_id")}
+
+
+def test_plugin_config_change_goes_live_through_istiod_without_restart_or_lost_call(istio):
+    settings = istio
+    started = local.pids(settings)
+    assert all(started.values()), started
+    ports = {v: port_of(settings, v) for v in AFTER_WIRELENS}
+    stats = {v: f"extension_config_discovery.http_filter.{local.wirelens_ecds_name(settings, p)}"
+             for v, p in ports.items()}
+    run = f"istio-live-{uuid.uuid4().hex[:8]}"
+    n = 10
+    through = NumberedCalls(ports["WIRELENS_ISTIO_PORT"], f"{run}-through")
+    sent: dict[str, list[str]] = {}
+    try:
+        through.start()
+        wait_for("numbered calls before the first change", lambda: len(through.sent), lambda k: k >= 5,
+                 timeout_s=30, interval_s=0.05)
+        for sample_rate, phase in ((0, "unsampled"), (1, "sampled")):
+            reloads = {v: local.envoy_stat(settings, f"{stat}.config_reload") or 0 for v, stat in stats.items()}
+            mark, t0 = len(through.sent), time.monotonic()
+            local.set_sample_rate(settings, sample_rate)
+            # The known point: both listeners' wirelens filters run the new plugin configuration: Envoy's
+            # ECDS config has it and the filter's config_reload has counted it (the dump shows a received
+            # config a moment before the reload is counted).
+            for variable, port in ports.items():
+                wait_for(f"Envoy running the wirelens filter on {variable}={port} with sample_rate {sample_rate} "
+                         f"(sample_rate in its ECDS config, {stats[variable]}.config_reload > {reloads[variable]})",
+                         lambda: ((local.active_plugin_config(settings, port) or {}).get("sample_rate"),
+                                  local.envoy_stat(settings, f"{stats[variable]}.config_reload") or 0),
+                         lambda seen: seen[0] == sample_rate and seen[1] > reloads[variable],
+                         timeout_s=60, interval_s=0.1)
+                # A rejected update also raises config_reload: Envoy must have rejected none.
+                assert not local.envoy_stat(settings, f"{stats[variable]}.update_rejected"), variable
+            print(f"sample_rate {sample_rate}: live after {time.monotonic() - t0:.1f}s, "
+                  f"{len(through.sent) - mark} calls through the change", file=sys.stderr)
+            assert len(through.sent) > mark, "no call went through while the change was made"
+            sent[phase] = numbered_calls(settings, f"{run}-{phase}", n)
+        wait_for("numbered calls after the last change", lambda: len(through.sent),
+                 lambda k: k >= mark + 5, timeout_s=30, interval_s=0.05)
+    finally:
+        through.stop()
+    assert not through.failed, f"{len(through.failed)} of {len(through.sent)} calls through the changes failed: " \
+                               f"{through.failed[:10]}"
+
+    # Envoy logs every call; the filter measured only those made while sampling was on.
+    for phase in ("unsampled", "sampled"):
+        wait_for(f"{n} access-log records of {run}-{phase} in otel.otel_logs",
+                 lambda: logged_calls(settings, f"{run}-{phase}"), lambda seen: seen >= n)
+    wait_for(f"{n} rows of {run}-sampled", lambda: sum(rows_by_trace(settings, f"{run}-sampled").values()),
+             lambda seen: seen >= n)
+    assert rows_by_trace(settings, f"{run}-unsampled") == {}, "a call made at sample_rate 0 was recorded"
+    found = rows_by_trace(settings, f"{run}-sampled")
+    missing = [number for number, trace in enumerate(sent["sampled"]) if trace not in found]
+    assert not missing, f"sampled calls without a row: numbers {missing} of {n}"
+    assert found == {trace: 1 for trace in sent["sampled"]}, found
+    assert logged_calls(settings, f"{run}-unsampled") == n
+    # The calls through the changes: none recorded twice, none unknown.
+    through_rows = rows_by_trace(settings, f"{run}-through")
+    assert set(through_rows) <= set(through.sent) and set(through_rows.values()) <= {1}, through_rows
+
+    assert local.pids(settings) == started, "a process was restarted"
+    assert all(Path(f"/proc/{pid}").exists() for pid in started.values()), started
