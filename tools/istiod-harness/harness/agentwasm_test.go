@@ -51,7 +51,7 @@ var testModule = append([]byte("\x00asm\x01\x00\x00\x00\x00\x0b\x0awirelens-t"),
 // pushCompatImage pushes the module as the "compat" Wasm image Istio's
 // fetcher reads (OCI manifest, one tar+gzip layer holding plugin.wasm) and
 // returns its manifest digest.
-func pushCompatImage(t *testing.T, ref string, module []byte) string {
+func pushCompatImage(t *testing.T, ref string, module []byte, opts ...remote.Option) string {
 	t.Helper()
 	var layerBytes bytes.Buffer
 	gz := gzip.NewWriter(&layerBytes)
@@ -77,7 +77,7 @@ func pushCompatImage(t *testing.T, ref string, module []byte) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(r, img); err != nil {
+	if err := remote.Write(r, img, opts...); err != nil {
 		t.Fatalf("push %s: %v", ref, err)
 	}
 	d, err := img.Digest()
@@ -134,7 +134,7 @@ func ecdsOverADS(t *testing.T, addr string) *core.TypedExtensionConfig {
 
 // startWithImage runs the harness over the committed WasmPlugin whose url and
 // sha256 point at ref and sha.
-func startWithImage(t *testing.T, url, sha, cacheDir string) *harness.Server {
+func startWithImage(t *testing.T, url, sha, cacheDir string, insecureRegistries ...string) *harness.Server {
 	t.Helper()
 	l, err := harness.LoadFiles(filepath.Join(inputDir(t), "wasmplugin.yaml"))
 	if err != nil {
@@ -148,7 +148,7 @@ func startWithImage(t *testing.T, url, sha, cacheDir string) *harness.Server {
 		}
 	}
 	srv, err := harness.Start(harness.Options{Loaded: l, XDS: "127.0.0.1:0",
-		AgentWasm: &harness.AgentWasmOptions{CacheDir: cacheDir}})
+		AgentWasm: &harness.AgentWasmOptions{CacheDir: cacheDir, InsecureRegistries: insecureRegistries}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,5 +211,26 @@ func TestAgentRefusesAModuleWithAnotherDigest(t *testing.T) {
 	}
 	if rb.GetRulesStatPrefix() != "wasm-default-allow" || rb.GetRules() != nil {
 		t.Errorf("fallback %v: want allow-all (FAIL_OPEN)", rb)
+	}
+}
+
+// A registry with TLS the agent cannot verify (a self-signed certificate):
+// refused unless it is among the insecure registries (the agent's
+// WASM_INSECURE_REGISTRIES, serve --insecure-registries).
+func TestAgentInsecureRegistries(t *testing.T) {
+	reg := httptest.NewTLSServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer reg.Close()
+	host := strings.TrimPrefix(reg.URL, "https://")
+	digest := pushCompatImage(t, host+"/wirelens/wirelens-filter:test", testModule, remote.WithTransport(reg.Client().Transport))
+	url := "oci://" + host + "/wirelens/wirelens-filter@sha256:" + digest
+
+	refused := ecdsOverADS(t, startWithImage(t, url, digest, t.TempDir()).XDS.String())
+	if refused.GetTypedConfig().GetTypeUrl() != "type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC" {
+		t.Errorf("unverifiable TLS registry, not insecure: ECDS %s, want the agent's RBAC fallback", refused.GetTypedConfig().GetTypeUrl())
+	}
+	pulled := ecdsOverADS(t, startWithImage(t, url, digest, t.TempDir(), host).XDS.String())
+	wf := &wasmfilter.Wasm{}
+	if err := pulled.GetTypedConfig().UnmarshalTo(wf); err != nil || wf.GetConfig().GetVmConfig().GetCode().GetLocal() == nil {
+		t.Errorf("--insecure-registries %s: ECDS %s, want the pulled module as a local file", host, pulled.GetTypedConfig().GetTypeUrl())
 	}
 }
