@@ -299,6 +299,7 @@ def _prepare_envoy_gateway(settings: dict[str, str]) -> None:
     check_local_stack(settings)
     for port, what in FIXED_PORTS.items():
         check_fixed_port(port, what)
+    check_hot_restart_base_id()
     write_config(settings)
     _certgen(settings)
     _place_envoy(settings)
@@ -326,6 +327,45 @@ def check_fixed_port(port: int, what: str) -> None:
         raise StackError(f"envoy-gateway: port {port} ({what}; fixed in Envoy Gateway v1.9.1, every interface) "
                          f"is already taken by {holder}. Stop that process first: this port cannot be moved.")
     stack.check_port_free(port, f"Envoy Gateway's fixed port for {what}", "envoy-gateway")
+
+
+# Envoy's hot-restart sockets for base id 0 (abstract Unix sockets): Envoy Gateway's host mode runs Envoy with hot
+# restart on base id 0 and no setting to change it; another Envoy holding them makes it exit at once with
+# "unable to bind domain socket with base_id=0" (seen here), and Envoy Gateway only logs that.
+HOT_RESTART_SOCKETS = ("@envoy_domain_socket_parent_0", "@envoy_domain_socket_child_0")
+
+
+def hot_restart_holders() -> list[str]:
+    """Who holds base id 0's hot-restart sockets: "pid N (command)" each, [] if nobody."""
+    inodes = set()
+    try:
+        for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+            fields = line.split()
+            # Abstract names are shown padded with "@" (NULs) to the full path length.
+            if len(fields) >= 8 and fields[7].rstrip("@") in HOT_RESTART_SOCKETS:
+                inodes.add(f"socket:[{fields[6]}]")
+    except OSError:
+        return []
+    holders = []
+    for proc in Path("/proc").iterdir() if inodes else ():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if any(os.readlink(fd) in inodes for fd in (proc / "fd").iterdir()):
+                command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+                holders.append(f"pid {proc.name} ({command[:160]})")
+        except OSError:
+            continue
+    return holders or (["a process this user cannot see"] if inodes else [])
+
+
+def check_hot_restart_base_id() -> None:
+    holders = hot_restart_holders()
+    if holders:
+        raise StackError("envoy-gateway: Envoy's hot-restart base id 0 is taken by " + ", ".join(holders) +
+                         ". Envoy Gateway v1.9.1 runs its Envoy on base id 0 (host mode has no setting for it), "
+                         "so that Envoy would exit at once. Stop it, or run it with --disable-hot-restart "
+                         "(or --use-dynamic-base-id).")
 
 
 def check_local_stack(settings: dict[str, str]) -> None:

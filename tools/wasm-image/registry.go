@@ -132,10 +132,6 @@ func cmdPush(args []string) error {
 		return err
 	}
 	registryRepo := *reg
-	if *plain {
-		// name.Insecure applies per reference; express it through the scheme-less host by re-parsing below.
-		registryRepo = strings.TrimPrefix(registryRepo, "http://")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var refs map[string]string
@@ -151,6 +147,7 @@ func cmdPush(args []string) error {
 	return nil
 }
 
+// pushPlain is Push with name.Insecure references: plain HTTP to any host (--plain-http).
 func pushPlain(ctx context.Context, images map[string]v1.Image, registryRepo, tag string, t http.RoundTripper) (map[string]string, error) {
 	refs := map[string]string{}
 	for imageName, img := range images {
