@@ -60,6 +60,7 @@ def istio(local_stack, tmp_path_factory):
     environ["WIRELENS_ISTIO_STATE_DIR"] = str(tmp_path_factory.mktemp("istio"))
     environ["WIRELENS_ISTIO_CONCURRENCY"] = "1"
     environ["WIRELENS_ISTIO_LOG_LEVEL"] = "info"
+    environ["WIRELENS_SAMPLE_RATE"] = "1"   # the live change starts from recording every call
     settings = local.load_settings(environ)
     lines: list[str] = []
     try:
@@ -201,15 +202,36 @@ def test_every_protocol_through_the_istio_gateway_is_one_row_and_one_span(istio)
                          str(CALLS_PER_PROTOCOL)] for p in sorted(PROTOCOLS)]
     # One span per call carries the record (the gateway's own; istiod also has it spawn an upstream span).
     jaeger = f"http://127.0.0.1:{settings['WIRELENS_JAEGER_QUERY_PORT']}"
+    seen_spans = []
     for trace_id, (protocol, _) in expected.items():
-        spans = wirelens_spans(jaeger_trace(jaeger, trace_id))
+        trace = jaeger_trace(jaeger, trace_id)
+        spans = wirelens_spans(trace)
         assert len(spans) == 1, f"{protocol} call {trace_id}: {len(spans)} spans carry the record"
+        tags = {t["key"]: t["value"] for t in spans[0]["tags"]}
+        seen_spans.append({"trace_id": trace_id, "spans_in_trace": len(trace["spans"]),
+                           "service": trace["processes"][spans[0]["processID"]]["serviceName"],
+                           "operation": spans[0]["operationName"],
+                           **{k: tags[k] for k in ("wirelens.protocol", "wirelens.operation", "http.request.body.size",
+                                                   "http.response.body.size") if k in tags}})
+    # What the docs show: the run's rows and spans.
+    ARTIFACT_DIR.mkdir(parents=True, exist_ok=True)
+    (ARTIFACT_DIR / "rows.tsv").write_text(stack_rows_table(settings, run_id))
+    (ARTIFACT_DIR / "spans.json").write_text(json.dumps(seen_spans, indent=1))
 
     # Through the routes istiod made: gRPC, gRPC-Web and transcoded REST to the gRPC service, REST to REST.
     after = cluster_requests(settings)
     assert {name: after[name] - before[name] for name in after} == {
         REST_CLUSTER.format(**settings): 2 * CALLS_PER_PROTOCOL,
         GRPC_CLUSTER.format(**settings): 4 * CALLS_PER_PROTOCOL}
+
+
+def stack_rows_table(settings, run_id: str) -> str:
+    """The run's rows in wirelens.requests, as a table with a header line (TSV)."""
+    columns = ("protocol, operation, http_status, grpc_status, request_body_bytes, response_body_bytes, "
+               "request_messages, response_messages, request_message_bytes, response_message_bytes, trace_id")
+    return local.stack.clickhouse_query(settings, f"SELECT {columns} FROM wirelens.requests FINAL "
+                                                  f"WHERE run_id = '{run_id}' ORDER BY protocol, trace_id "
+                                                  f"FORMAT TSVWithNames")
 
 
 # ---------------------------------------------------------------- the live change
@@ -276,13 +298,20 @@ def test_plugin_config_change_goes_live_through_istiod_without_restart_or_lost_c
     n = 10
     through = NumberedCalls(ports["WIRELENS_ISTIO_PORT"], f"{run}-through")
     sent: dict[str, list[str]] = {}
+    timeline: list[str] = []
+    # Numbered calls of `through` by the sample rate they met: each change's window runs from the last
+    # call that may have started before the file was written to the first call started after Envoy
+    # applied the change (the known point); the calls in between may meet either rate.
+    ranges: dict[str, range] = {}
     try:
         through.start()
         wait_for("numbered calls before the first change", lambda: len(through.sent), lambda k: k >= 5,
                  timeout_s=30, interval_s=0.05)
-        for sample_rate, phase in ((0, "unsampled"), (1, "sampled")):
+        live = 0
+        for sample_rate, phase, before in ((0, "unsampled", "sampled-before"), (1, "sampled", "unsampled-between")):
             reloads = {v: local.envoy_stat(settings, f"{stat}.config_reload") or 0 for v, stat in stats.items()}
-            mark, t0 = len(through.sent), time.monotonic()
+            written, t0 = len(through.sent), time.monotonic()
+            ranges[before] = range(live, max(live, written - 1))
             local.set_sample_rate(settings, sample_rate)
             # The known point: both listeners' wirelens filters run the new plugin configuration: Envoy's
             # ECDS config has it and the filter's config_reload has counted it (the dump shows a received
@@ -296,32 +325,54 @@ def test_plugin_config_change_goes_live_through_istiod_without_restart_or_lost_c
                          timeout_s=60, interval_s=0.1)
                 # A rejected update also raises config_reload: Envoy must have rejected none.
                 assert not local.envoy_stat(settings, f"{stats[variable]}.update_rejected"), variable
-            print(f"sample_rate {sample_rate}: live after {time.monotonic() - t0:.1f}s, "
-                  f"{len(through.sent) - mark} calls through the change", file=sys.stderr)
-            assert len(through.sent) > mark, "no call went through while the change was made"
+            live = len(through.sent)
+            timeline.append(f"sample_rate {sample_rate}: live after {time.monotonic() - t0:.1f}s "
+                            f"(ECDS config and config_reload on both listeners); numbered calls "
+                            f"{written - 1}..{live - 1} went through while it changed")
+            print(timeline[-1], file=sys.stderr)
+            assert live > written, "no call went through while the change was made"
             sent[phase] = numbered_calls(settings, f"{run}-{phase}", n)
         wait_for("numbered calls after the last change", lambda: len(through.sent),
-                 lambda k: k >= mark + 5, timeout_s=30, interval_s=0.05)
+                 lambda k: k >= live + 5, timeout_s=30, interval_s=0.05)
     finally:
         through.stop()
+    ranges["sampled-after"] = range(live, len(through.sent))
     assert not through.failed, f"{len(through.failed)} of {len(through.sent)} calls through the changes failed: " \
                                f"{through.failed[:10]}"
 
     # Envoy logs every call; the filter measured only those made while sampling was on.
-    for phase in ("unsampled", "sampled"):
-        wait_for(f"{n} access-log records of {run}-{phase} in otel.otel_logs",
-                 lambda: logged_calls(settings, f"{run}-{phase}"), lambda seen: seen >= n)
-    wait_for(f"{n} rows of {run}-sampled", lambda: sum(rows_by_trace(settings, f"{run}-sampled").values()),
-             lambda seen: seen >= n)
+    for run_id, calls in ((f"{run}-unsampled", n), (f"{run}-sampled", n), (f"{run}-through", len(through.sent))):
+        wait_for(f"{calls} access-log records of {run_id} in otel.otel_logs",
+                 lambda: logged_calls(settings, run_id), lambda seen: seen >= calls)
+        assert logged_calls(settings, run_id) == calls, f"{run_id}: more access-log records than calls"
+    # Rows come from the access-log records (a materialized view): all there now.
     assert rows_by_trace(settings, f"{run}-unsampled") == {}, "a call made at sample_rate 0 was recorded"
     found = rows_by_trace(settings, f"{run}-sampled")
     missing = [number for number, trace in enumerate(sent["sampled"]) if trace not in found]
-    assert not missing, f"sampled calls without a row: numbers {missing} of {n}"
+    assert not missing, f"{run}-sampled: calls without a row: numbers {missing} of {n}"
     assert found == {trace: 1 for trace in sent["sampled"]}, found
-    assert logged_calls(settings, f"{run}-unsampled") == n
-    # The calls through the changes: none recorded twice, none unknown.
+    # The calls through the changes: the rate each met, exactly; none recorded twice, none unknown.
     through_rows = rows_by_trace(settings, f"{run}-through")
     assert set(through_rows) <= set(through.sent) and set(through_rows.values()) <= {1}, through_rows
+    for name, numbers in ranges.items():
+        recorded = [number for number in numbers if through.sent[number] in through_rows]
+        if name.startswith("sampled"):
+            missing = sorted(set(numbers) - set(recorded))
+            assert not missing, f"{run}-through, {name} (calls {numbers.start}..{numbers.stop - 1}): " \
+                                f"no row for calls {missing[:20]}"
+        else:
+            assert not recorded, f"{run}-through, {name} (calls {numbers.start}..{numbers.stop - 1}): " \
+                                 f"recorded at sample_rate 0: calls {recorded[:20]}"
 
     assert local.pids(settings) == started, "a process was restarted"
     assert all(Path(f"/proc/{pid}").exists() for pid in started.values()), started
+    ARTIFACT_DIR.mkdir(parents=True, exist_ok=True)
+    (ARTIFACT_DIR / "live-change.txt").write_text("\n".join([
+        *timeline,
+        f"{len(through.sent)} numbered calls through both changes, {len(through.failed)} failed, "
+        f"{len(through.sent)} access-log records, {sum(through_rows.values())} rows, none twice",
+        *(f"  {name}: calls {r.start}..{r.stop - 1}, "
+          f"{sum(through.sent[i] in through_rows for i in r)} of {len(r)} recorded" for name, r in ranges.items()),
+        f"sample_rate 0: {n} calls, {n} access-log records, 0 rows",
+        f"sample_rate 1: {n} calls, {n} rows, one per call",
+        f"processes unchanged: {started}", ""]))
