@@ -235,7 +235,7 @@ status: ## each component: pid, port, health; drop counters; where the ClickHous
 
 GATEWAY := $(PY) -m deploy.envoy_gateway.gateway
 
-gateway-up: up envoy-gateway ## Envoy Gateway (standalone) with wirelens next to the local stack (deploy/envoy_gateway)
+gateway-up: up envoy-gateway wasm-image ## Envoy Gateway (standalone) with wirelens next to the local stack (deploy/envoy_gateway)
 	@$(GATEWAY) up
 
 gateway-down: ## stop what `make gateway-up` started

@@ -141,7 +141,13 @@ def test_the_module_envoy_runs_is_the_image_pulled_by_digest(envoy_gateway):
     wasm cache, and Envoy runs exactly those bytes (the .wasm's sha256 in its config)."""
     settings = envoy_gateway
     if gateway.native(settings):
-        pytest.skip("the native build is a file on the proxy's host: nothing is pulled")
+        # Not an image: the EnvoyProxy registers the .so by its path on the proxy's host, and no registry runs.
+        policy = next(YAML(typ="safe").load_all(gateway.policy_path(settings).read_text()))
+        assert "wasm" not in policy["spec"] and policy["spec"]["dynamicModule"], policy["spec"]
+        assert stack.read_pid(settings, "wasm-registry") is None, "a registry runs for the native build"
+        names = [f["name"] for f in gateway.http_filters(settings)]
+        assert FILTER_NAMES["native"] in names, names
+        return
     digest = wasm_image.digests()[wasm_image.FILTER]
     module = gateway.WASM.read_bytes()
     module_sha = hashlib.sha256(module).hexdigest()
