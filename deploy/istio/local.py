@@ -18,8 +18,11 @@ The resources (the config dir; every one from the committed deploy/istio
 renderer, deploy/istio/render.py, or written here for this machine):
 
   wasmplugin.yaml            render.wasm_plugin: the wirelens filter, url file://<build/wirelens_filter.wasm>
-                             + its sha256 (rung 2: istio-agent's fetch is rung 3), pluginConfig = the operation
-                             map with the local stack's settings; here limited to the gateway's main port
+                             + its sha256, or with WIRELENS_ISTIO_MODULE_SOURCE=oci the image `make wasm-image`
+                             built, by digest, from a registry on loopback that `up` starts (bin/wasm-image
+                             registry; istio-agent's own pull code in the harness fetches it, see MODULE_SOURCES);
+                             pluginConfig = the operation map with the local stack's settings; here limited to
+                             the gateway's main port
   wasmplugin-transcoded.yaml the same filter on the transcoding port, with `rest_transcoded: true` in its config
                              (as the local stack's transcoding listener)
   telemetry.yaml             render.telemetry: access log and a span per call through the two providers
@@ -60,6 +63,7 @@ import yaml
 from deploy.envoy_gateway.gateway import check_local_stack, listening_addresses
 from deploy.envoy_gateway.manifests import sha256_file, write_atomic
 from deploy.istio import render
+from deploy.kubernetes.images import wasm_image
 from deploy.local import stack
 from envoy import plugin_settings, wiring
 
@@ -79,7 +83,16 @@ PORTS = {
     "WIRELENS_ISTIO_TRANSCODE_PORT": "10091",  # the gateway's transcoding server: REST into gRPC
     "WIRELENS_ISTIO_ADMIN_PORT": "9904",       # the gateway Envoy's admin (/config_dump, /stats, /ready)
     "WIRELENS_ISTIO_XDS_PORT": "15010",        # istiod's ADS (plaintext gRPC), as istiod's own 15010
+    "WIRELENS_ISTIO_REGISTRY_PORT": "10092",   # with WIRELENS_ISTIO_MODULE_SOURCE=oci: the module's registry
 }
+# Where the WasmPlugin's module comes from (WIRELENS_ISTIO_MODULE_SOURCE):
+#   file  url file://<build/wirelens_filter.wasm>: istiod hands Envoy the local path
+#   oci   url oci://127.0.0.1:<registry>/wirelens/wirelens-filter@sha256:<digest>, sha256 <digest>: the module as
+#         `make wasm-image` built it (build/oci), served by `bin/wasm-image registry` (plain HTTP, loopback);
+#         istiod hands over the url with a placeholder cluster and istio-agent's own code (istio pkg/wasm, in
+#         the harness: serve --agent-wasm-cache) pulls it, checks the digest and gives Envoy the cached file
+MODULE_SOURCES = ("file", "oci")
+REGISTRY_REPO = "wirelens"
 
 # Where the gateway proxy "runs" for istiod: an ingress gateway pod in istio-system.
 PROXY_NAMESPACE = "istio-system"
@@ -119,6 +132,10 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
     if not settings["WIRELENS_ISTIO_CONCURRENCY"].isdigit() or int(settings["WIRELENS_ISTIO_CONCURRENCY"]) < 1:
         raise StackError(f"WIRELENS_ISTIO_CONCURRENCY={settings['WIRELENS_ISTIO_CONCURRENCY']!r}: "
                          "expected a whole number of worker threads, at least 1")
+    settings["WIRELENS_ISTIO_MODULE_SOURCE"] = environ.get("WIRELENS_ISTIO_MODULE_SOURCE", "file")
+    if settings["WIRELENS_ISTIO_MODULE_SOURCE"] not in MODULE_SOURCES:
+        raise StackError(f"WIRELENS_ISTIO_MODULE_SOURCE={settings['WIRELENS_ISTIO_MODULE_SOURCE']!r}: expected one of "
+                         f"{', '.join(MODULE_SOURCES)}")
     if settings.get("WIRELENS_FILTER_MODULE", "wasm") != "wasm":
         raise StackError(f"WIRELENS_FILTER_MODULE={settings['WIRELENS_FILTER_MODULE']}: Istio loads only the wasm "
                          "build (a WasmPlugin); its native build needs Envoy Gateway or plain Envoy")
@@ -138,7 +155,49 @@ def paths(settings: dict[str, str]) -> dict[str, Path]:
         "bootstrap": state / "envoy-bootstrap.json",
         "wasmplugin": state / "config" / "wasmplugin.yaml",
         "wasmplugin_transcoded": state / "config" / "wasmplugin-transcoded.yaml",
+        "registry_ready": state / "registry.json",   # what the registry serves, once it does
+        "wasm_cache": state / "wasm-cache",          # istio-agent's module cache (oci)
     }
+
+
+def from_registry(settings: dict[str, str]) -> bool:
+    return settings["WIRELENS_ISTIO_MODULE_SOURCE"] == "oci"
+
+
+def registry_address(settings: dict[str, str]) -> str:
+    return f"127.0.0.1:{settings['WIRELENS_ISTIO_REGISTRY_PORT']}"
+
+
+def filter_image(settings: dict[str, str]) -> str:
+    """The module's reference by digest in our registry (no scheme), from build/oci; StackError if that layout
+    is missing or holds another module than build/wirelens_filter.wasm (the same build gives the same digest)."""
+    try:
+        digest = wasm_image.digests()[wasm_image.FILTER]
+        rebuilt = wasm_image.build(WASM)[wasm_image.FILTER]["digest"]
+    except wasm_image.LayoutError as exc:
+        raise StackError(str(exc)) from None
+    if rebuilt != digest:
+        raise StackError(f"{wasm_image.LAYOUT} holds {wasm_image.FILTER} {digest}, but {WASM} makes {rebuilt}: "
+                         f"{wasm_image.BUILD_HINT}")
+    return wasm_image.reference(f"{registry_address(settings)}/{REGISTRY_REPO}", digest)
+
+
+def served_image(settings: dict[str, str]) -> str | None:
+    """The filter image our registry serves (its ready file), None while it serves none."""
+    try:
+        return json.loads(paths(settings)["registry_ready"].read_text())["images"][wasm_image.FILTER]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def module_source(settings: dict[str, str]) -> tuple[str, str]:
+    """The WasmPlugin's url and sha256 (WIRELENS_ISTIO_MODULE_SOURCE)."""
+    if not WASM.exists():
+        raise StackError(f"{WASM} is missing: run `{wiring.MODULE_BUILDS['wasm']}`")
+    if from_registry(settings):
+        image = served_image(settings) or filter_image(settings)
+        return f"oci://{image}", wasm_image.digest_hex(image)
+    return f"file://{WASM}", sha256_file(WASM)
 
 
 # ---------------------------------------------------------------- the resources
@@ -158,14 +217,12 @@ def plugin_config(settings: dict[str, str], sample_rate: float | None = None, tr
 
 
 def wasm_plugins(settings: dict[str, str], sample_rate: float | None = None) -> dict[str, dict]:
-    """File name -> WasmPlugin: the committed one (render.wasm_plugin) with a file:// module, one per gateway port.
+    """File name -> WasmPlugin: the committed one (render.wasm_plugin) with our module_source(), one per gateway port.
 
     Istio matches a WasmPlugin to a gateway's listener by its `match` (mode CLIENT: gateways count as client
     side) and, here, `ports`: the transcoding port gets the filter with `rest_transcoded`, as the local
     stack's transcoding listener does."""
-    if not WASM.exists():
-        raise StackError(f"{WASM} is missing: run `{wiring.MODULE_BUILDS['wasm']}`")
-    url, sha = f"file://{WASM}", sha256_file(WASM)
+    url, sha = module_source(settings)
     plugins = {}
     for name, port, transcoded in (("wasmplugin.yaml", "WIRELENS_ISTIO_PORT", False),
                                    ("wasmplugin-transcoded.yaml", "WIRELENS_ISTIO_TRANSCODE_PORT", True)):
@@ -454,7 +511,9 @@ def what_is_missing(settings: dict[str, str]) -> str:
         if config is None:
             names = [f["name"] for f in http_filters(settings, port)]
             parts.append(f"{variable}={port}: no wirelens filter (ECDS, root_id wirelens) with a plugin configuration "
-                         f"among its HTTP filters {names}")
+                         f"among its HTTP filters {names}"
+                         + (f" (from {module_source(settings)[0]}: the pull's error is in the istiod log)"
+                            if from_registry(settings) else ""))
     return "; ".join(parts) or "nothing"
 
 
@@ -471,6 +530,19 @@ def _bootstrap(settings: dict[str, str]) -> None:
     if result.returncode != 0 or not out.exists():
         raise StackError(f"istiod-harness bootstrap failed (exit {result.returncode}): "
                          f"{' '.join(command)}\n{result.stdout}{result.stderr}")
+
+
+def _prepare_registry(settings: dict[str, str]) -> None:
+    _require(wasm_image.TOOL, wasm_image.BUILD_HINT)
+    filter_image(settings)   # build/oci holds build/wirelens_filter.wasm
+    paths(settings)["registry_ready"].unlink(missing_ok=True)
+
+
+def registry_ready(settings: dict[str, str]) -> Callable[[], bool]:
+    """Serving: its ready file names our filter image (by digest) and /v2/ answers."""
+    expected = filter_image(settings)
+    api = stack.http_ok(f"http://{registry_address(settings)}/v2/")
+    return lambda: served_image(settings) == expected and api()
 
 
 def _prepare_istiod(settings: dict[str, str]) -> None:
@@ -494,11 +566,23 @@ def istiod_ready(settings: dict[str, str]) -> Callable[[], bool]:
 
 COMPONENTS = [
     stack.Component(
+        name="registry",
+        command=lambda s: [str(wasm_image.TOOL), "registry", "--listen", registry_address(s),
+                           "--seed", str(wasm_image.LAYOUT), "--repo", REGISTRY_REPO,
+                           "--ready-file", str(paths(s)["registry_ready"])],
+        ports=["WIRELENS_ISTIO_REGISTRY_PORT"],
+        ready=registry_ready,
+        prepare=_prepare_registry,
+        enabled=from_registry,
+    ),
+    stack.Component(
         name="istiod",
         command=lambda s: [str(HARNESS), "serve", "--xds", f"127.0.0.1:{s['WIRELENS_ISTIO_XDS_PORT']}",
                            "--config-dir", str(paths(s)["config_dir"]),
                            "--mesh-config", str(paths(s)["mesh_config"]),
-                           "--ready-file", str(paths(s)["ready_file"])],
+                           "--ready-file", str(paths(s)["ready_file"]),
+                           # istio-agent's pull of oci:// modules (plain HTTP: the registry is on loopback)
+                           *(["--agent-wasm-cache", str(paths(s)["wasm_cache"])] if from_registry(s) else [])],
         ports=["WIRELENS_ISTIO_XDS_PORT"],
         ready=istiod_ready,
         prepare=_prepare_istiod,
@@ -516,25 +600,26 @@ COMPONENTS = [
 
 
 def up(settings: dict[str, str], log: Callable[[str], None] = print) -> None:
-    for component in COMPONENTS:
+    components = [c for c in COMPONENTS if c.enabled(settings)]
+    for component in components:
         if not stack.read_pid(settings, component.name):
             for variable in component.ports:
                 stack.check_port_free(int(settings[variable]), variable, component.name)
-    started: list[str] = []
+    started: list[str] = []   # by us, this time: also the one being started (its process runs until stopped)
     try:
-        for component in COMPONENTS:
+        for component in components:
             pid = stack.read_pid(settings, component.name)
             if pid:
                 log(f"  {component.name:<8} already running (pid {pid})")
                 continue
             t0 = time.monotonic()
+            started.append(component.name)
             try:
                 pid = stack.start(component, settings)
             except StackError as exc:
                 if component.name == "envoy":   # say which part of readiness never came
                     raise StackError(f"{exc}\nmissing: {what_is_missing(settings)}") from None
                 raise
-            started.append(component.name)
             log(f"  {component.name:<8} pid {pid:<7} port {component.port(settings):<6} "
                 f"ready in {time.monotonic() - t0:.1f}s")
     except BaseException:
@@ -545,11 +630,13 @@ def up(settings: dict[str, str], log: Callable[[str], None] = print) -> None:
 
 def down(settings: dict[str, str], log: Callable[[str], None] = print) -> None:
     for component in reversed(COMPONENTS):
-        log(f"  {component.name:<8} {stack.stop(component.name, settings)}")
+        if component.enabled(settings) or stack.read_pid(settings, component.name):
+            log(f"  {component.name:<8} {stack.stop(component.name, settings)}")
 
 
 def pids(settings: dict[str, str]) -> dict[str, int | None]:
-    return {component.name: stack.read_pid(settings, component.name) for component in COMPONENTS}
+    return {component.name: stack.read_pid(settings, component.name) for component in COMPONENTS
+            if component.enabled(settings)}
 
 
 def status(settings: dict[str, str], log: Callable[[str], None] = print) -> bool:
@@ -557,7 +644,12 @@ def status(settings: dict[str, str], log: Callable[[str], None] = print) -> bool
     log(f"  {'process':<8} {'pid':<8} {'port':<6} {'health':<8} log")
     for component in COMPONENTS:
         pid = stack.read_pid(settings, component.name)
-        answers = component.ready(settings)()
+        if not component.enabled(settings) and not pid:
+            continue
+        try:
+            answers = component.ready(settings)()
+        except StackError:
+            answers = False
         health = ("up" if answers else "DOWN") if pid else ("foreign" if answers else "stopped")
         healthy &= bool(pid) and answers
         log(f"  {component.name:<8} {str(pid or '-'):<8} {component.port(settings):<6} {health:<8} "

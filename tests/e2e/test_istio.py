@@ -17,7 +17,14 @@ span in Jaeger. Then the WasmPlugin changes on disk (sample_rate 0, then 1):
 istiod pushes it, Envoy applies it through ECDS, with numbered calls running
 through each change: every call answered, the unsampled ones no row, the
 sampled ones one row each, and istiod and Envoy still the processes that
-started. The generated listeners are kept in test-artifacts/istio/.
+started. The generated listeners are kept in test-artifacts/istio/<source>/.
+
+Every test runs once per module source (deploy/istio/local.py, MODULE_SOURCES):
+`file` (the WasmPlugin names build/wirelens_filter.wasm by path) and `oci`
+(the image `make wasm-image` built, by digest, from `bin/wasm-image registry`
+on loopback; istiod sends the url with a placeholder cluster and istio-agent's
+own pull code, run by the harness, fetches it, checks the digest and hands
+Envoy the cached file: the bytes of our build).
 """
 
 from __future__ import annotations
@@ -40,7 +47,14 @@ from wirelens_helpers.wait import wait_for
 
 PROTOCOLS = ("rest", "rest-proto", "grpc", "grpc-web", "grpc-web-text", "rest-transcoded")
 CALLS_PER_PROTOCOL = 3
-ARTIFACT_DIR = ARTIFACTS / "istio"
+
+
+
+def artifacts(settings) -> Path:
+    """test-artifacts/istio/<module source>/: what the docs show of each run."""
+    directory = ARTIFACTS / "istio" / settings["WIRELENS_ISTIO_MODULE_SOURCE"]
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
 # The filters that must come after wirelens on each listener (it sees each call as the client sent it).
 AFTER_WIRELENS = {
     "WIRELENS_ISTIO_PORT": ["envoy.filters.http.grpc_web", "envoy.filters.http.router"],
@@ -51,13 +65,16 @@ REST_CLUSTER = "outbound|{WIRELENS_REST_PORT}||" + local.REST_HOST
 GRPC_CLUSTER = "outbound|{WIRELENS_GRPC_PORT}||" + local.GRPC_HOST
 
 
-@pytest.fixture(scope="module")
-def istio(local_stack, tmp_path_factory):
+@pytest.fixture(scope="module", params=local.MODULE_SOURCES)
+def istio(request, local_stack, tmp_path_factory):
+    """The gateway, once per module source: file:// (istiod hands Envoy the path) and oci:// (the module as
+    `make wasm-image` built it, pulled by digest from a registry on loopback by istio-agent's code)."""
     if not local.HARNESS.exists():
         pytest.fail(f"{local.HARNESS} is missing: {local.HARNESS_HINT}")
     names = list(local.PORTS)
     environ = {**local_stack, **dict(zip(names, map(str, free_ports(len(names)))))}
-    environ["WIRELENS_ISTIO_STATE_DIR"] = str(tmp_path_factory.mktemp("istio"))
+    environ["WIRELENS_ISTIO_STATE_DIR"] = str(tmp_path_factory.mktemp(f"istio-{request.param}"))
+    environ["WIRELENS_ISTIO_MODULE_SOURCE"] = request.param
     environ["WIRELENS_ISTIO_CONCURRENCY"] = "1"
     environ["WIRELENS_ISTIO_LOG_LEVEL"] = "info"
     environ["WIRELENS_SAMPLE_RATE"] = "1"   # the live change starts from recording every call
@@ -71,13 +88,12 @@ def istio(local_stack, tmp_path_factory):
     finally:
         envoy = local.pids(settings).get("envoy")
         local.down(settings, log=lines.append)
-        ARTIFACT_DIR.mkdir(parents=True, exist_ok=True)
         for log in (Path(settings["WIRELENS_STATE_DIR"]) / "logs").glob("*.log"):
-            (ARTIFACT_DIR / f"e2e-{log.name}").write_bytes(log.read_bytes())
+            (artifacts(settings) / f"e2e-{log.name}").write_bytes(log.read_bytes())
         for path in (local.paths(settings)["bootstrap"], local.paths(settings)["mesh_config"],
                      *local.paths(settings)["config_dir"].glob("*.yaml")):
             if path.exists():
-                (ARTIFACT_DIR / f"input-{path.name}").write_bytes(path.read_bytes())
+                (artifacts(settings) / f"input-{path.name}").write_bytes(path.read_bytes())
         print("\n".join(lines), file=sys.stderr)
         assert envoy is None or not Path(f"/proc/{envoy}").exists() or \
             Path(f"/proc/{envoy}/stat").read_text().rsplit(") ", 1)[1].startswith("Z"), \
@@ -123,8 +139,7 @@ def excerpt(listener: dict, ecds: dict) -> dict:
 
 def test_istiod_builds_the_listeners_with_wirelens_first(istio):
     settings = istio
-    ARTIFACT_DIR.mkdir(parents=True, exist_ok=True)
-    (ARTIFACT_DIR / "config_dump.json").write_text(json.dumps(local.config_dump(settings, ""), indent=1))
+    (artifacts(settings) / "config_dump.json").write_text(json.dumps(local.config_dump(settings, ""), indent=1))
     ecds = local.ecds_filters(settings)
     expected_config = {"WIRELENS_ISTIO_PORT": local.plugin_config(settings),
                        "WIRELENS_ISTIO_TRANSCODE_PORT": local.plugin_config(settings, transcoded=True)}
@@ -142,12 +157,20 @@ def test_istiod_builds_the_listeners_with_wirelens_first(istio):
         assert wasm["@type"] == local.wiring.WASM_TYPE
         assert wasm["config"]["root_id"] == "wirelens"
         assert wasm["config"]["failure_policy"] == "FAIL_OPEN"
-        assert wasm["config"]["vm_config"]["code"]["local"]["filename"] == str(local.WASM)
+        loaded = Path(wasm["config"]["vm_config"]["code"]["local"]["filename"])
+        if local.from_registry(settings):
+            # istio-agent's code pulled the image by digest into its cache: the same bytes as our build.
+            image = local.served_image(settings)
+            assert loaded.parent.parent == local.paths(settings)["wasm_cache"], loaded
+            assert loaded.name == f"{local.wasm_image.digest_hex(image)}.wasm", (loaded, image)
+            assert loaded.read_bytes() == local.WASM.read_bytes(), f"{loaded} is not {local.WASM}"
+        else:
+            assert loaded == local.WASM, loaded
         # The pluginConfig arrives as the JSON text the filter parses, equal to what we rendered.
         assert json.loads(wasm["config"]["configuration"]["value"]) == expected_config[variable], variable
         listener = local.listener_on(settings, port)
-        (ARTIFACT_DIR / f"listener-{variable.lower()}.json").write_text(json.dumps(listener, indent=1))
-        (ARTIFACT_DIR / f"listener-{variable.lower()}-excerpt.yaml").write_text(
+        (artifacts(settings) / f"listener-{variable.lower()}.json").write_text(json.dumps(listener, indent=1))
+        (artifacts(settings) / f"listener-{variable.lower()}-excerpt.yaml").write_text(
             f"# The listener istiod generated for the gateway's {variable} server and the wirelens filter's\n"
             f"# ECDS resource, from Envoy's /config_dump (tests/e2e/test_istio.py).\n"
             + yaml.safe_dump(excerpt(listener, ecds[name]), sort_keys=False, width=4096))
@@ -160,6 +183,15 @@ def test_istiod_builds_the_listeners_with_wirelens_first(istio):
         assert attributes == local.wiring.access_log_attributes()
         tags = {t["tag"]: t for t in hcm["tracing"].get("custom_tags", [])}
         assert set(local.wiring.span_tag_formats()) <= set(tags), tags
+    if local.from_registry(settings):
+        # The pull, as the registry saw it: the manifest by the WasmPlugin's digest, then the module's layer.
+        image = local.served_image(settings)
+        pulls = [line.split("GET ", 1)[1] for line in local.stack.log_path(settings, "registry").read_text().splitlines()
+                 if "GET /v2/wirelens/wirelens-filter/" in line]
+        assert f"/v2/wirelens/wirelens-filter/manifests/sha256:{local.wasm_image.digest_hex(image)}" in pulls, pulls
+        (artifacts(settings) / "pull.txt").write_text(
+            f"WasmPlugin url: oci://{image}\nregistry requests:\n" + "".join(f"  GET {p}\n" for p in pulls)
+            + f"cached module: sha256 {local.sha256_file(local.WASM)} = {local.WASM.name}\n")
 
 
 def wirelens_spans(trace: dict | None) -> list[dict]:
@@ -214,9 +246,8 @@ def test_every_protocol_through_the_istio_gateway_is_one_row_and_one_span(istio)
                            **{k: tags[k] for k in ("wirelens.protocol", "wirelens.operation", "http.request.body.size",
                                                    "http.response.body.size") if k in tags}})
     # What the docs show: the run's rows and spans.
-    ARTIFACT_DIR.mkdir(parents=True, exist_ok=True)
-    (ARTIFACT_DIR / "rows.tsv").write_text(stack_rows_table(settings, run_id))
-    (ARTIFACT_DIR / "spans.json").write_text(json.dumps(seen_spans, indent=1))
+    (artifacts(settings) / "rows.tsv").write_text(stack_rows_table(settings, run_id))
+    (artifacts(settings) / "spans.json").write_text(json.dumps(seen_spans, indent=1))
 
     # Through the routes istiod made: gRPC, gRPC-Web and transcoded REST to the gRPC service, REST to REST.
     after = cluster_requests(settings)
@@ -366,8 +397,7 @@ def test_plugin_config_change_goes_live_through_istiod_without_restart_or_lost_c
 
     assert local.pids(settings) == started, "a process was restarted"
     assert all(Path(f"/proc/{pid}").exists() for pid in started.values()), started
-    ARTIFACT_DIR.mkdir(parents=True, exist_ok=True)
-    (ARTIFACT_DIR / "live-change.txt").write_text("\n".join([
+    (artifacts(settings) / "live-change.txt").write_text("\n".join([
         *timeline,
         f"{len(through.sent)} numbered calls through both changes, {len(through.failed)} failed, "
         f"{len(through.sent)} access-log records, {sum(through_rows.values())} rows, none twice",
