@@ -8,17 +8,24 @@
     wirelens inject --update-ecds --ecds-dir DIR --counterfactual-rate 1   size every recorded call's payloads
     wirelens inject --collector-config collector-opmap.yaml envoy.yaml > envoy-wirelens.yaml
                                                               also write the Collector's copy of the operation map
+    wirelens inject --access-log-path /var/log/wirelens/access.jsonl --agent-config ship-access-log.sh envoy.yaml
+                                                              also write the agent that ships the access log
 
 In every HTTP connection manager of the bootstrap's static listeners (or
 those named with --listener) it puts the wirelens filter first among
 the http_filters (failing open: the Wasm build, or with --module native the
 Envoy dynamic module), appends an access log that carries the
 per-call record, and either adds OpenTelemetry tracing or, where the HCM
-already traces, adds wirelens' custom tags to the tracer it has. The record
-goes to a Collector over OTLP/gRPC (--collector) or, with
---access-log file, into a JSON-lines file for logship. Everything else is
-left as it was; YAML keeps its comments and layout. Running it twice gives
-the same output, and --remove gives back the original.
+already traces, adds wirelens' custom tags to the tracer it has. Everything
+else is left as it was; YAML keeps its comments and layout. Running it twice
+gives the same output, and --remove gives back the original.
+
+The record is durable by default: Envoy appends it to a JSON-lines file
+(--access-log-path) and an agent beside Envoy ships the file to the
+Collector (--agent logship: its command is printed, --agent-config writes
+it), so a Collector restart or outage loses nothing. --access-log otlp has
+Envoy send it straight to the Collector instead, which drops every record
+made while the Collector is unreachable (envoy/INJECT.md, "The durable path").
 
 The operation map comes from a descriptor set of your services
 (protoc --include_imports --descriptor_set_out), built by proto/opmap.py,
@@ -42,6 +49,7 @@ from pathlib import Path
 
 from envoy import plugin_settings, wiring
 
+from . import agent
 from .ecds import update_ecds, write_atomically, write_ecds
 from .edit import inject, remove
 from .layout import parse
@@ -57,10 +65,22 @@ def _collector(value: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _port(value: str) -> int:
+    if not value.isdigit() or not 0 < int(value) < 65536:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected a TCP port (1-65535)")
+    return int(value)
+
+
+def _size(value: str) -> int:
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"{value!r}: expected a number of bytes (0 or more)")
+    return int(value)
+
+
 def build_parser() -> argparse.ArgumentParser:
     default_wasm = ROOT / "build" / "wirelens_filter.wasm"
     parser = argparse.ArgumentParser(
-        prog="wirelens inject", description="\n\n".join(__doc__.split("\n\n")[1:3]),
+        prog="wirelens inject", description="\n\n".join(__doc__.split("\n\n")[1:4]),
         epilog=f"Guide: {GUIDE}. What was changed is reported on stderr; the config goes to stdout or -o.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("config", nargs="?", help="Envoy v3 bootstrap, YAML or JSON ('-' for stdin)")
@@ -97,15 +117,40 @@ def build_parser() -> argparse.ArgumentParser:
     where = parser.add_argument_group("where the record goes")
     where.add_argument("--collector", type=_collector, default=("127.0.0.1", 4317), metavar="HOST:PORT",
                        help="the OpenTelemetry Collector's OTLP/gRPC receiver (default 127.0.0.1:4317)")
-    where.add_argument("--access-log", choices=wiring.ACCESS_LOG_SINKS, default="otlp",
-                       help="otlp: Envoy's OTel access logger to the Collector (default); file: JSON lines for "
-                            "logship, nothing lost while the Collector is down")
-    where.add_argument("--access-log-path", metavar="FILE", help="with --access-log file: the JSON-lines file")
+    where.add_argument("--access-log", choices=wiring.ACCESS_LOG_SINKS, default="file",
+                       help="file (default): Envoy appends the record as JSON lines to --access-log-path and an "
+                            "agent beside Envoy (--agent) ships them to --collector: nothing is lost while the "
+                            "Collector is down or restarts. otlp: Envoy's OTel access logger sends each record to "
+                            "--collector itself and drops every record made while the Collector is unreachable "
+                            "(no retry, no buffer on disk; measured in envoy/INJECT.md, \"The durable path\")")
+    where.add_argument("--access-log-path", metavar="FILE",
+                       help=f"with --access-log file: the JSON-lines file Envoy writes and the agent reads "
+                            f"(default {agent.DEFAULT_ACCESS_LOG_PATH}; its directory must exist and be writable "
+                            f"by Envoy and the agent)")
     where.add_argument("--collector-config", metavar="FILE",
                        help="also write FILE: the Collector's copy of the operation map injected (python -m "
                             "collector.opmap's fragment), which restores rpc.service, rpc.method, wirelens.streaming "
                             "and http.route the filter's record leaves out. Pass it to your Collector as a --config "
                             "after collector/config.yaml, and restart the Collector before the Envoys get a new map")
+    ship = parser.add_argument_group("the agent beside Envoy (with --access-log file)")
+    ship.add_argument("--agent", choices=agent.AGENTS, default="logship",
+                      help="what ships the file to --collector: logship (default; checkpoints only what the "
+                           "Collector has queued on disk, rotates and caps the file, counts every drop) or filelog "
+                           "(the Collector's filelog receiver in an agent Collector; collector/README.md says what "
+                           "it does not guarantee). The command is printed on stderr")
+    ship.add_argument("--agent-config", metavar="FILE",
+                      help="also write FILE: a shell script that runs the agent with exactly these settings "
+                           "(exec, in the foreground: for systemd, supervisord or a container's command)")
+    ship.add_argument("--agent-port", type=_port, default=agent.DEFAULT_AGENT_PORT, metavar="PORT",
+                      help="the agent's health endpoint on 127.0.0.1 (logship: /healthz and /progress; default "
+                           "%(default)s)")
+    ship.add_argument("--access-log-rotate-bytes", type=_size, default=agent.DEFAULT_ROTATE_BYTES, metavar="N",
+                      help="the agent renames the file at N bytes once it shipped it all and has Envoy reopen it "
+                           "(POST /reopen_logs on the bootstrap's admin); 0: never (default %(default)s)")
+    ship.add_argument("--access-log-max-bytes", type=_size, default=agent.DEFAULT_MAX_BYTES, metavar="N",
+                      help="cap on the file and its rotated, unshipped files: past it the agent drops the oldest "
+                           "records and counts them; 0: no cap, at least twice the rotation size "
+                           "(default %(default)s)")
     where.add_argument("--service-name", default=wiring.SERVICE_NAME,
                        help="service.name of the spans when wirelens adds the tracer (default %(default)s)")
     where.add_argument("--trace-sampling", type=float, default=100.0, metavar="PERCENT",
@@ -144,12 +189,21 @@ def options_from(args: argparse.Namespace) -> Options:
         native = Path(args.native or wiring.MODULE_FILES["native"]).resolve()
         if not native.is_file() and (args.native or not args.update_ecds):
             raise InjectError(f"--native {native}: no such file (build it with `{wiring.MODULE_BUILDS['native']}`)")
-    if args.access_log == "file" and not args.access_log_path:
-        raise InjectError("--access-log file needs --access-log-path FILE (the JSON-lines file logship ships)")
+    if args.access_log == "otlp" and args.access_log_path:
+        raise InjectError("--access-log-path is the file of --access-log file; with --access-log otlp there is none")
+    cap, rotate = args.access_log_max_bytes, args.access_log_rotate_bytes
+    if cap and not rotate:
+        raise InjectError(f"--access-log-max-bytes {cap} needs --access-log-rotate-bytes above 0 (the agent drops a "
+                          "rotated file at a time)")
+    if cap and cap < 2 * rotate:
+        raise InjectError(f"--access-log-max-bytes {cap} must be at least twice --access-log-rotate-bytes {rotate} "
+                          "(the agent drops a rotated file at a time), or 0 for no cap")
+    path = args.access_log_path or agent.DEFAULT_ACCESS_LOG_PATH
     options = Options(
         wasm=wasm, collector_host=args.collector[0], collector_port=args.collector[1],
         access_log=args.access_log,
-        access_log_path=str(Path(args.access_log_path).resolve()) if args.access_log_path else None,
+        access_log_path=str(Path(path).resolve()) if args.access_log == "file" else None,
+        agent=args.agent, agent_port=args.agent_port, rotate_bytes=rotate, max_bytes=cap,
         service_name=args.service_name, trace_sampling=args.trace_sampling, sample_rate=args.sample_rate,
         grpc_message_bytes=args.grpc_message_bytes, counterfactual_rate=args.counterfactual_rate,
         counterfactual_max_bytes=args.counterfactual_max_bytes,
@@ -173,9 +227,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.ecds_ads and not args.ecds_dir:
             parser.error("--ecds-ads needs --ecds-dir (where the resources to serve are written)")
         if args.update_ecds:
-            if not args.ecds_dir or args.diff or args.config or args.collector_config:
-                parser.error("--update-ecds takes --ecds-dir and the settings to change, no config, --diff or "
-                             "--collector-config (the settings it changes leave the operation map as it is)")
+            if not args.ecds_dir or args.diff or args.config or args.collector_config or args.agent_config:
+                parser.error("--update-ecds takes --ecds-dir and the settings to change, no config, --diff, "
+                             "--collector-config or --agent-config (the settings it changes leave the operation map "
+                             "and the access log as they are)")
             report, written = update_ecds(Path(args.ecds_dir).resolve(), options_from(args),
                                           bool(args.wasm or args.native), module_named=bool(args.module))
             for note in report.notes:
@@ -186,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("the Envoy config to change is missing")
         if args.collector_config and (args.remove or args.diff):
             parser.error("--collector-config is written when the filter is injected: not with --remove or --diff")
+        if args.agent_config and (args.remove or args.diff or args.access_log != "file"):
+            parser.error("--agent-config is written when the filter is injected with --access-log file: not with "
+                         "--remove, --diff or --access-log otlp")
         text = sys.stdin.read() if args.config == "-" else _read(args.config)
         doc = parse(text, args.config)
         if args.remove:
@@ -211,6 +269,11 @@ def main(argv: list[str] | None = None) -> int:
             write_atomically(path, collector_config(report.plugin_configurations).encode())
             say(f"wrote {path}: the Collector's copy of the operation map; start your Collector with "
                 f"--config collector/config.yaml --config {path} (envoy/INJECT.md, \"Upgrading\")")
+        if args.agent_config and report.agent is not None:
+            path = Path(args.agent_config)
+            write_atomically(path, report.agent.script().encode())
+            path.chmod(0o755)
+            say(f"wrote {path}: the agent ({report.agent.name}) as a script; run it beside Envoy")
         if args.diff:
             sys.stdout.writelines(difflib.unified_diff(
                 text.splitlines(keepends=True), out.splitlines(keepends=True),

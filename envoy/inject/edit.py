@@ -18,6 +18,7 @@ from .connection_managers import (
     transcoder_descriptor,
     type_url,
 )
+from .agent import render_agent
 from .layout import Document
 from .model import (
     ACCESS_LOG_NAME,
@@ -116,7 +117,7 @@ def inject_hcm(site: HcmSite, bootstrap: dict, options: Options, operation_map: 
     logs.append(wiring.access_logger(options.access_log, options.access_log_path, COLLECTOR_CLUSTER,
                                      name=ACCESS_LOG_NAME, recorded_only=recorded_only))
     sink = (f"OTLP/gRPC to {options.collector_host}:{options.collector_port}" if options.access_log == "otlp"
-            else f"JSON lines to {options.access_log_path} (ship them with logship)")
+            else f"JSON lines to {options.access_log_path} (the agent beside Envoy ships them)")
     lines.append(f"  + access log {ACCESS_LOG_NAME}: the record as {sink}"
                  + (", only calls the filter sampled" if recorded_only else "")
                  + (f"; your {kept} access log(s) kept" if kept else ""))
@@ -275,11 +276,15 @@ def inject(doc: Document, options: Options) -> Report:
                     f"{options.collector_host}:{options.collector_port}")
     node = bootstrap.get("node") or {}
     if options.access_log == "file" and report.injected:
-        resource = {**wiring.ACCESS_LOG_RESOURCE, "log_name": "wirelens",
-                    "node_name": node.get("id", "<--service-node>"), "cluster_name": node.get("cluster", "<--service-cluster>")}
-        report.note(f"ship the file to the Collector with logship: bin/logship -file {options.access_log_path} "
-                    f"-endpoint {options.collector_host}:{options.collector_port} "
-                    f"-resource {wiring.resource_flag(resource)}")
+        shipper = render_agent(bootstrap, options)
+        report.agent = shipper
+        report.note(f"ship the file with the agent beside Envoy ({shipper.name}; --agent-config FILE writes it as a "
+                    f"script):\n  {shipper.command_line()}" + "".join(f"\n  ! {note}" for note in shipper.notes))
+    elif options.access_log == "otlp" and report.injected:
+        report.note("! --access-log otlp: Envoy's OTel access logger drops every record made while the Collector is "
+                    "unreachable (a restart, a crash, a full queue), with no retry and nothing on disk: "
+                    "--access-log file (the default) with an agent beside Envoy does not (envoy/INJECT.md, "
+                    "\"The durable path\")")
     if options.ecds_dir is not None and report.injected:
         if not (node.get("id") and node.get("cluster")):
             report.note("! ECDS needs a node id and cluster: this bootstrap has none, so start Envoy with "

@@ -65,8 +65,12 @@ class Options:
     wasm: Path | None                 # the Wasm build (module wasm)
     collector_host: str = "127.0.0.1"
     collector_port: int = 4317
-    access_log: str = "otlp"
+    access_log: str = "file"          # wiring.ACCESS_LOG_SINKS: file (+ an agent beside Envoy) or otlp
     access_log_path: str | None = None
+    agent: str = "logship"            # what ships the file (agent.AGENTS)
+    agent_port: int = 13135           # the agent's /healthz (logship: and /progress) on 127.0.0.1
+    rotate_bytes: int = 64 << 20      # the agent rotates the file at this size (0: never)
+    max_bytes: int = 1 << 30          # the agent's cap on the file and its unshipped rotations (0: none)
     service_name: str = "wirelens-envoy"
     trace_sampling: float = 100.0
     sample_rate: float | None = None
@@ -97,6 +101,7 @@ class Report:
     tracers_added: int = 0            # HCMs that got wirelens' tracer (it exports to the Collector cluster)
     ecds_resources: dict[str, dict] = dataclasses.field(default_factory=dict)
     plugin_configurations: list[str] = dataclasses.field(default_factory=list)  # injected, one per HCM (JSON)
+    agent: object | None = None       # agent.Agent: what ships the access-log file (--access-log file)
 
     def note(self, text: str) -> None:
         self.notes.append(text)

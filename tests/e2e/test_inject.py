@@ -7,11 +7,13 @@ validates the result and serves known calls of every protocol the config
 carries, next to the original config. Checked: the responses are the same
 byte for byte, every call is exactly one row in ClickHouse with its
 operation, protocol, body bytes and messages, its span is in Jaeger, and
---remove gives back the original file.
+--remove gives back the original file. The record takes the durable default:
+Envoy's file access log, shipped by the agent `inject --agent-config` wrote
+(logship), run as a user would run it.
 
-The ECDS test changes the operation map, the counterfactual rate, the sample
-rate and the module while traffic flows, and finds each switch at a known
-point in the rows.
+The ECDS test (with the OTLP access logger, behind its flag) changes the
+operation map, the counterfactual rate, the sample rate and the module while
+traffic flows, and finds each switch at a known point in the rows.
 
 Both run once per build of the filter (`--module wasm|native`, envoy/wiring.py
 MODULES): a config written by someone else gets the native module as it gets
@@ -85,6 +87,36 @@ class Envoy:
 
     def stop(self) -> None:
         self.supervised.stop(grace_s=20)
+
+
+class ShippingAgent:
+    """The agent beside Envoy as the user runs it: the script `inject --agent-config` wrote (logship)."""
+
+    def __init__(self, script: Path, port: int, log: Path):
+        self.port = port
+        self.supervised = supervise.Supervised(f"the agent {script.name}", ["sh", str(script)], log)
+        self.supervised.start()
+        try:
+            self.supervised.wait_ready(supervise.http_ok(f"http://127.0.0.1:{port}/healthz"), timeout_s=60)
+        except supervise.SupervisorError as exc:
+            self.stop()
+            pytest.fail(str(exc))
+
+    def progress(self) -> dict:
+        return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{self.port}/progress", timeout=10).read())
+
+    def stop(self) -> None:
+        self.supervised.stop(grace_s=20)
+
+
+def durable_flags(tmp_path: Path, settings: dict) -> tuple[list[str], Path, int]:
+    """inject's flags for the durable default (the file access log and logship beside Envoy) in tmp_path:
+    the flags, the agent's script and its port."""
+    (agent_port,) = free_ports(1)
+    script = tmp_path / "ship-access-log.sh"
+    return (["--access-log-path", str(tmp_path / "logs" / "access.jsonl"), "--agent-config", str(script),
+             "--agent-port", str(agent_port),
+             "--collector", f"127.0.0.1:{settings['WIRELENS_COLLECTOR_OTLP_PORT']}"], script, agent_port)
 
 
 def validate(config: Path, node_flags: tuple[str, ...]) -> str:
@@ -221,10 +253,13 @@ def test_injected_user_config_measures_every_call_and_changes_nothing(local_stac
     injected = tmp_path / f"envoy-wirelens{suffix}"
     # The transcoder's config names its own descriptor set; the tool must find it there.
     descriptor = [] if case["name"] == "grpc-json-transcoder" else ["--descriptor-set", str(DESCRIPTORS)]
-    result = subprocess.run([*INJECT, str(users), "-o", str(injected), *module_flags(module), *descriptor,
-                             "--collector", f"127.0.0.1:{settings['WIRELENS_COLLECTOR_OTLP_PORT']}"],
+    # The durable default: Envoy's file access log, shipped by the agent inject wrote (logship).
+    flags, script, agent_port = durable_flags(tmp_path, settings)
+    (tmp_path / "logs").mkdir()
+    result = subprocess.run([*INJECT, str(users), "-o", str(injected), *module_flags(module), *descriptor, *flags],
                             env=programs.environment(), capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+    assert "ship the file with the agent beside Envoy (logship" in result.stderr, result.stderr
     listener_names = {listener["name"] for listener in case["listeners"]}
     assert all(f'listener "{name}"' in result.stderr for name in listener_names), result.stderr
     validate(original, node_flags(case))
@@ -236,6 +271,7 @@ def test_injected_user_config_measures_every_call_and_changes_nothing(local_stac
     try:
         envoys.append(Envoy(original, original_ports["ADMIN_PORT"], tmp_path / "original.log", node_flags(case)))
         envoys.append(Envoy(injected, injected_ports["ADMIN_PORT"], tmp_path / "injected.log", node_flags(case)))
+        envoys.append(ShippingAgent(script, agent_port, tmp_path / "agent.log"))
         expected: dict[str, tuple[str, Answer]] = {}
         for listener in case["listeners"]:
             tls = tls_cert[0] if listener["tls"] else None
@@ -251,6 +287,8 @@ def test_injected_user_config_measures_every_call_and_changes_nothing(local_stac
                 expected[trace_id] = (protocol, after)
         # Envoy batches access-log records and spans: it runs until they have arrived.
         check_rows_and_spans(settings, case, run_id, expected)
+        progress = envoys[-1].progress()
+        assert progress["records_rejected"] == 0 and progress["malformed_lines"] == 0, progress
     finally:
         for envoy in envoys:
             envoy.stop()
@@ -340,7 +378,9 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, mo
     ecds = tmp_path / "ecds"
     injected = tmp_path / "envoy-wirelens.yaml"
     # Start without an operation map: REST calls are the operation "unknown" until the map arrives.
+    # The OTLP access logger, behind its flag, runs live here (the Collector stays up in this test).
     result = subprocess.run([*INJECT, str(users), "-o", str(injected), *module_flags(module), "--ecds-dir", str(ecds),
+                             "--access-log", "otlp",
                              "--collector", f"127.0.0.1:{settings['WIRELENS_COLLECTOR_OTLP_PORT']}"],
                             env=programs.environment(), capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -144,7 +144,13 @@ def injected(s: Scratch) -> dict[str, str]:
                                   "--sample-rate", "0.5", "--grpc-message-bytes", "0",
                                   "--counterfactual-rate", "1", "--counterfactual-max-bytes", "1000",
                                   "--service-name", "golden-envoy", "--trace-sampling", "10",
-                                  "--collector", "10.0.0.1:4318"], ".yaml")
+                                  "--collector", "10.0.0.1:4318", "--agent-config", str(s.dir / "ship.sh"),
+                                  "--access-log-rotate-bytes", "1000000", "--access-log-max-bytes", "3000000",
+                                  "--agent-port", "14135"], ".yaml")
+    out["inject/front-proxy.file-sink.agent.sh"] = (s.dir / "ship.sh").read_text()
+    # The OTLP access logger, behind its flag (it drops what is made while the Collector is unreachable).
+    run("front-proxy.otlp-sink", [str(front), "--wasm", str(s.wasm), *descriptor, "--access-log", "otlp",
+                                  "--collector", "127.0.0.1:14317"], ".yaml")
     run("otel-tracing.no-descriptors", [str(by_name["otel-tracing"]), "--wasm", str(s.wasm), *descriptor,
                                         "--no-descriptors", "--sample-rate", "0.1"], ".yaml")
     run("two-listeners.one-listener", [str(by_name["two-listeners"]), "--wasm", str(s.wasm), *descriptor,

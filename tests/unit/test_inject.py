@@ -582,3 +582,107 @@ def test_ecds_serves_the_native_filter_and_updates_it(tmp_path, wasm, native, ca
     assert code == 1 and "serves the native build, and --module wasm was given" in err
     (tmp_path / "injected.yaml").write_text(out)
     assert run([str(tmp_path / "injected.yaml"), "--remove"], capsys)[1] == FRONT_PROXY
+
+
+# ---------------------------------------------------------------- the durable path: file + the agent beside Envoy
+
+
+def with_admin(text: str, port: int | None = 9901, address: str = "0.0.0.0") -> str:
+    if port is None:
+        return text
+    return f"admin:\n  address:\n    socket_address: {{ address: {address}, port_value: {port} }}\n" + text
+
+
+def test_the_default_is_the_file_access_log_and_logship_beside_envoy(tmp_path, wasm, capsys):
+    source = tmp_path / "envoy.yaml"
+    source.write_text("node: { id: edge-1, cluster: edge }\n" + with_admin(FRONT_PROXY))
+    access = tmp_path / "logs" / "access.jsonl"
+    script = tmp_path / "ship.sh"
+    code, out, err = run([str(source), "--wasm", str(wasm), "--access-log-path", str(access),
+                          "--collector", "otel.example:4317", "--agent-config", str(script)], capsys)
+    assert code == 0, err
+    (log,) = [entry for entry in hcm_of(load(out))["access_log"] if entry["name"] == "wirelens.access_log"]
+    # The same JSON lines as the local stack's file sink: every record field, nothing sent by Envoy itself.
+    assert log["typed_config"]["@type"].endswith("file.v3.FileAccessLog")
+    assert log["typed_config"]["path"] == str(access)
+    assert log["typed_config"]["log_format"]["json_format"] == wiring.access_log_line_format()
+    assert "open_telemetry" not in out.split("wirelens.access_log")[1].split("tracing")[0]
+    expected = [str(ROOT / "bin" / "logship"), "-file", str(access), "-checkpoint", f"{access}.checkpoint",
+                "-endpoint", "otel.example:4317",
+                "-resource", "service.name=wirelens-envoy,log_name=wirelens,node_name=edge-1,cluster_name=edge",
+                "-listen", "127.0.0.1:13135", "-rotate-bytes", str(64 << 20), "-max-disk-bytes", str(1 << 30),
+                "-reopen-url", "http://127.0.0.1:9901/reopen_logs"]   # 0.0.0.0 admin: reached on loopback
+    assert " ".join(expected) in err, err
+    # The script runs exactly that command (the shell parses it back), its binary overridable.
+    assert script.stat().st_mode & 0o111
+    printargs = tmp_path / "printargs"
+    printargs.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    printargs.chmod(0o755)
+    shown = subprocess.run(["sh", str(script)], env={"LOGSHIP": str(printargs), "PATH": "/usr/bin:/bin"},
+                           capture_output=True, text=True, timeout=30, check=True).stdout.splitlines()
+    assert shown == expected[1:], shown
+    assert f"wrote {script}" in err
+
+
+def test_the_script_names_the_binary_from_the_environment(tmp_path, wasm, capsys):
+    source = tmp_path / "envoy.yaml"
+    source.write_text(with_admin(FRONT_PROXY))
+    script = tmp_path / "ship.sh"
+    code, _, err = run([str(source), "--wasm", str(wasm), "--access-log-path", str(tmp_path / "a.jsonl"),
+                        "--agent-config", str(script)], capsys)
+    assert code == 0, err
+    result = subprocess.run(["sh", str(script)], env={"LOGSHIP": "echo", "PATH": "/usr/bin:/bin"},
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[:2] == ["-file", str(tmp_path / "a.jsonl")], result.stdout
+    # No node in this bootstrap: the resource says what it has, and the report what to add.
+    assert "-resource service.name=wirelens-envoy,log_name=wirelens " in result.stdout + " "
+    assert "names no node id/cluster" in err
+
+
+def test_without_an_admin_address_the_agent_neither_rotates_nor_caps_and_says_so(tmp_path, wasm, capsys):
+    source = tmp_path / "envoy.yaml"
+    source.write_text(FRONT_PROXY)
+    code, _, err = run([str(source), "--wasm", str(wasm), "--access-log-path", str(tmp_path / "a.jsonl")], capsys)
+    assert code == 0, err
+    assert "-rotate-bytes" not in err and "-reopen-url" not in err
+    assert "no TCP admin address in this bootstrap" in err
+
+
+def test_otlp_stays_behind_a_flag_and_says_what_it_loses(tmp_path, wasm, capsys):
+    source = tmp_path / "envoy.yaml"
+    source.write_text(with_admin(FRONT_PROXY))
+    code, out, err = run([str(source), "--wasm", str(wasm), "--access-log", "otlp"], capsys)
+    assert code == 0, err
+    (log,) = [entry for entry in hcm_of(load(out))["access_log"] if entry["name"] == "wirelens.access_log"]
+    assert log["typed_config"]["@type"].endswith("OpenTelemetryAccessLogConfig")
+    assert "drops every record made while the Collector is unreachable" in err
+    assert "logship" not in err
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--access-log", "otlp", "--agent-config", "x.sh"], "--agent-config is written when"),
+    (["--access-log", "otlp", "--access-log-path", "a.jsonl"], "--access-log-path is the file of --access-log file"),
+    (["--access-log-rotate-bytes", "1000", "--access-log-max-bytes", "1999"], "at least twice --access-log-rotate-bytes"),
+    (["--access-log-rotate-bytes", "0", "--access-log-max-bytes", "1000"], "needs --access-log-rotate-bytes above 0"),
+    (["--agent-port", "70000"], "expected a TCP port"),
+    (["--access-log-max-bytes", "1G"], "expected a number of bytes"),
+])
+def test_bad_agent_settings_are_named(tmp_path, wasm, capsys, flags, message):
+    source = tmp_path / "envoy.yaml"
+    source.write_text(with_admin(FRONT_PROXY))
+    try:
+        code, _, err = run([str(source), "--wasm", str(wasm), *flags], capsys)
+    except SystemExit as exc:          # argparse's own errors
+        code, err = exc.code, capsys.readouterr().err
+    assert code != 0 and message in err, err
+
+
+def test_no_cap_and_no_rotation_when_asked(tmp_path, wasm, capsys):
+    source = tmp_path / "envoy.yaml"
+    source.write_text(with_admin(FRONT_PROXY, 9000, "127.0.0.2"))
+    code, _, err = run([str(source), "--wasm", str(wasm), "--access-log-path", str(tmp_path / "a.jsonl"),
+                        "--access-log-rotate-bytes", "0", "--access-log-max-bytes", "0", "--agent-port", "14000"],
+                       capsys)
+    assert code == 0, err
+    assert "-listen 127.0.0.1:14000" in err and "-rotate-bytes" not in err
