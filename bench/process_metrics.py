@@ -1,0 +1,293 @@
+"""procmetrics and the Collector's hostmetrics receiver side by side, in one run (issue 32).
+
+Starts a local stack on free ports in a temporary directory (`up`: ClickHouse,
+Jaeger, the Collector, logship, the services, Envoy, procmetrics), then the
+hostmetrics Collector beside it (collector/hostmetrics.yaml plus the stack's
+part, collector/hostmetrics.py; its pid file in the stack's pids/, so
+procmetrics measures it as it measures itself). Both send process.cpu.time and
+process.memory.usage to the stack's Collector at once; in ClickHouse they
+differ by ScopeName (procmetrics' package, the hostmetrics process scraper's).
+
+Once both report every component, the window opens at a whole second T0 with
+the stack idle, --calls gRPC and --calls REST calls go through Envoy, every
+call becomes a row, and the window closes at T1, idle again. Idle ends keep
+the error of the scraper's unaligned ticks small (ClickHouse stores whole
+seconds: a hostmetrics point stored at T was read up to 1 s after T).
+
+Per component and per source: the CPU seconds (user + system, each process
+its value at the last point <= T1 minus at the last point <= T0, summed over
+the component's processes) and the RSS at T1 (summed), and which pids each
+source counted. Agreement: CPU within max(--cpu-abs s, --cpu-rel) and RSS
+within max(--rss-abs MiB, --rss-rel) of procmetrics', per component, over
+the pids procmetrics counted; pids only hostmetrics counted (another stack's
+process with the same command line, e.g. Jaeger's) are listed, not added.
+Prints the table, writes build/bench/process_metrics.json; exit 0 when every
+component agrees, 1 when one does not or something broke.
+
+    python -m bench.process_metrics [--calls 3000] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from bench import benchlib
+from bench.benchlib import ROOT
+from collector import hostmetrics
+from deploy.local import stack
+from wirelens_helpers import supervise
+from wirelens_helpers.wait import WaitTimeout, wait_for
+
+OUT = ROOT / "build" / "bench" / "process_metrics.json"
+LOADGEN = ROOT / "bin" / "loadgen"
+SCOPES = {
+    "procmetrics": "github.com/wirelens/wirelens/collector/internal/procmetrics",
+    "hostmetrics": "github.com/open-telemetry/opentelemetry-collector-contrib/receiver/hostmetricsreceiver/"
+                   "internal/scraper/processscraper",
+}
+MIB = 1 << 20
+LOADS = [("grpc", "hello.SayHello", []), ("rest", "catalog.GetProduct", ["-id", "0"])]
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+class Broken(RuntimeError):
+    pass
+
+
+def query(settings: dict[str, str], sql: str) -> list[list[str]]:
+    text = stack.clickhouse_query(settings, sql + " FORMAT TabSeparated")
+    return [line.split("\t") for line in text.splitlines() if line]
+
+
+def scope_of(scope_name: str) -> str | None:
+    return next((source for source, name in SCOPES.items() if name == scope_name), None)
+
+
+def reporting(settings: dict[str, str], since: int = 0) -> dict[str, set[str]]:
+    """source -> the components with process.cpu.time points at or after `since` (unix seconds)."""
+    out: dict[str, set[str]] = {source: set() for source in SCOPES}
+    for scope, service in query(settings, "SELECT DISTINCT ScopeName, ServiceName FROM otel.otel_metrics_sum "
+                                          f"WHERE MetricName = 'process.cpu.time' AND TimeUnix >= {since}"):
+        source = scope_of(scope)
+        if source:
+            out[source].add(service)
+    return out
+
+
+def wait_reporting(settings: dict[str, str], expected: set[str], since: int, what: str, timeout_s: float) -> None:
+    def missing() -> dict[str, list[str]]:
+        seen = reporting(settings, since)
+        return {source: sorted(expected - seen[source]) for source in SCOPES if expected - seen[source]}
+    try:
+        wait_for(what, missing, lambda m: not m, timeout_s=timeout_s, interval_s=1.0)
+    except WaitTimeout as exc:
+        raise Broken(f"{what}: after {timeout_s:.0f} s still no process.cpu.time points "
+                     f"(source: components missing) {exc.last_seen}") from None
+
+
+def points(settings: dict[str, str], table: str, metric: str, t0: int, t1: int) -> list[tuple]:
+    """(source, component, pid, state, unix seconds, value), oldest first."""
+    rows = query(settings, f"SELECT ScopeName, ServiceName, ResourceAttributes['process.pid'], Attributes['state'], "
+                           f"toUnixTimestamp(TimeUnix), Value FROM otel.{table} "
+                           f"WHERE MetricName = '{metric}' AND TimeUnix >= {t0} AND TimeUnix <= {t1} "
+                           "ORDER BY TimeUnix, Value")
+    return [(scope_of(s), svc, int(pid), state, int(t), float(v)) for s, svc, pid, state, t, v in rows
+            if scope_of(s)]
+
+
+def value_at(series: list[tuple[int, float]], t: int) -> float | None:
+    """The value of the last point at or before t (None: no point yet)."""
+    before = [v for ts, v in series if ts <= t]
+    return before[-1] if before else None
+
+
+def compare(cpu: list[tuple], rss: list[tuple], t0: int, t1: int, args) -> dict:
+    by_series: dict[tuple, list[tuple[int, float]]] = {}
+    for source, component, pid, state, t, v in cpu:
+        by_series.setdefault((source, component, pid, state), []).append((t, v))
+    cpu_s: dict[tuple[str, str], dict[int, float]] = {}
+    for (source, component, pid, state), series in by_series.items():
+        if state not in ("user", "system"):
+            raise Broken(f"{source} sent process.cpu.time with state {state!r} (want user and system only)")
+        start, end = value_at(series, t0), value_at(series, t1)
+        if end is None:
+            continue
+        per_pid = cpu_s.setdefault((source, component), {})
+        # A process that started inside the window counts from 0.
+        per_pid[pid] = per_pid.get(pid, 0.0) + end - (start or 0.0)
+    rss_by: dict[tuple[str, str], dict[int, float]] = {}
+    rss_series: dict[tuple, list[tuple[int, float]]] = {}
+    for source, component, pid, _, t, v in rss:
+        rss_series.setdefault((source, component, pid), []).append((t, v))
+    for (source, component, pid), series in rss_series.items():
+        value = value_at(series, t1)
+        if value is not None:
+            rss_by.setdefault((source, component), {})[pid] = value
+
+    components = sorted({c for _, c in cpu_s})
+    rows, ok = [], True
+    for component in components:
+        p_cpu, h_cpu = cpu_s.get(("procmetrics", component), {}), cpu_s.get(("hostmetrics", component), {})
+        p_rss, h_rss = rss_by.get(("procmetrics", component), {}), rss_by.get(("hostmetrics", component), {})
+        pids = sorted(p_cpu)
+        row = {"component": component, "pids_procmetrics": pids, "pids_hostmetrics": sorted(h_cpu),
+               "pids_only_hostmetrics": sorted(set(h_cpu) - set(p_cpu)),
+               "pids_only_procmetrics": sorted(set(p_cpu) - set(h_cpu)),
+               "cpu_s_procmetrics": round(sum(p_cpu.values()), 3),
+               "cpu_s_hostmetrics": round(sum(h_cpu.get(p, 0.0) for p in pids), 3),
+               "rss_mib_procmetrics": round(sum(p_rss.get(p, 0.0) for p in pids) / MIB, 1),
+               "rss_mib_hostmetrics": round(sum(h_rss.get(p, 0.0) for p in pids) / MIB, 1)}
+        row["cpu_diff_s"] = round(row["cpu_s_hostmetrics"] - row["cpu_s_procmetrics"], 3)
+        row["rss_diff_mib"] = round(row["rss_mib_hostmetrics"] - row["rss_mib_procmetrics"], 1)
+        cpu_tol = max(args.cpu_abs, args.cpu_rel * row["cpu_s_procmetrics"])
+        rss_tol = max(args.rss_abs, args.rss_rel * row["rss_mib_procmetrics"])
+        row["cpu_tolerance_s"], row["rss_tolerance_mib"] = round(cpu_tol, 3), round(rss_tol, 1)
+        problems = []
+        if not pids:
+            problems.append("procmetrics has no process")
+        if row["pids_only_procmetrics"]:
+            problems.append(f"hostmetrics lacks pids {row['pids_only_procmetrics']}")
+        if abs(row["cpu_diff_s"]) > cpu_tol:
+            problems.append(f"CPU differs by {row['cpu_diff_s']:+.3f} s (> {cpu_tol:.3f})")
+        if abs(row["rss_diff_mib"]) > rss_tol:
+            problems.append(f"RSS differs by {row['rss_diff_mib']:+.1f} MiB (> {rss_tol:.1f})")
+        row["agrees"] = not problems
+        row["problems"] = problems
+        ok = ok and not problems
+        rows.append(row)
+    return {"t0": t0, "t1": t1, "window_s": t1 - t0, "components": rows, "agree": ok}
+
+
+def print_table(result: dict) -> None:
+    print()
+    print(f"procmetrics vs hostmetrics, one run, window {result['window_s']} s "
+          f"({result['calls']:,} calls through Envoy): CPU seconds (user+system) in the window, RSS at its end")
+    print(f"{'component':<14} {'CPU s proc':>10} {'CPU s host':>10} {'diff':>7} {'tol':>6}   "
+          f"{'RSS MiB proc':>12} {'RSS MiB host':>12} {'diff':>6} {'tol':>5}  pids (proc | host only)  ok")
+    for r in result["components"]:
+        print(f"{r['component']:<14} {r['cpu_s_procmetrics']:>10.2f} {r['cpu_s_hostmetrics']:>10.2f} "
+              f"{r['cpu_diff_s']:>+7.2f} {r['cpu_tolerance_s']:>6.2f}   {r['rss_mib_procmetrics']:>12.1f} "
+              f"{r['rss_mib_hostmetrics']:>12.1f} {r['rss_diff_mib']:>+6.1f} {r['rss_tolerance_mib']:>5.1f}  "
+              f"{len(r['pids_procmetrics'])} | {r['pids_only_hostmetrics'] or '-'}  "
+              f"{'yes' if r['agrees'] else 'NO: ' + '; '.join(r['problems'])}")
+    print(f"hostmetrics' RSS: in otel.{result['hostmetrics_rss_table']}; states of process.cpu.time seen: "
+          f"{result['cpu_states']}")
+
+
+def run_load(settings: dict[str, str], run_id: str, calls: int) -> None:
+    for protocol, operation, extra in LOADS:
+        result = subprocess.run(
+            [str(LOADGEN), "-target", f"127.0.0.1:{settings['WIRELENS_ENVOY_PORT']}", "-protocol", protocol,
+             "-operation", operation, *extra, "-n", str(calls), "-concurrency", "4", "-run-id", run_id,
+             "-timeout", "300s"], capture_output=True, text=True, timeout=400)
+        if result.returncode != 0:
+            raise Broken(f"loadgen {protocol} exited {result.returncode}: {result.stderr[-2000:]}")
+        summary = json.loads(result.stdout.splitlines()[-1])
+        if summary.get("ok") != calls:
+            raise Broken(f"loadgen {protocol}: {summary.get('ok')} of {calls} calls ok: {summary}")
+        log(f"load: {calls} {protocol} calls ok")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--calls", type=int, default=3000, help="gRPC calls, then as many REST calls (default 3000)")
+    ap.add_argument("--cpu-abs", type=float, default=0.2, help="CPU tolerance, seconds (default 0.2)")
+    ap.add_argument("--cpu-rel", type=float, default=0.05, help="CPU tolerance, fraction (default 0.05)")
+    ap.add_argument("--rss-abs", type=float, default=2.0, help="RSS tolerance, MiB (default 2)")
+    ap.add_argument("--rss-rel", type=float, default=0.05, help="RSS tolerance, fraction (default 0.05)")
+    ap.add_argument("--ready-timeout", type=float, default=180.0,
+                    help="deadline for both sources to report every component (default 180 s)")
+    ap.add_argument("--keep", action="store_true", help="keep the stack's directory (logs) afterwards")
+    ap.add_argument("--binary", type=Path, default=ROOT / "bin" / "otelcol-wirelens",
+                    help="the Collector binary that runs hostmetrics (default bin/otelcol-wirelens)")
+    ap.add_argument("--json", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    if args.calls <= 0:
+        ap.error("--calls must be positive")
+    for path, how in ((LOADGEN, "make services"), (args.binary, "make collector")):
+        if not path.exists():
+            ap.error(f"{path} is missing: run `{how}`")
+
+    base = Path(tempfile.mkdtemp(prefix="wirelens-procmetrics-"))
+    defaults = stack.load_settings({})
+    ports = [name for name in defaults if name.endswith("_PORT")]
+    free = benchlib.free_ports(len(ports) + 1)
+    environ = {**dict(zip(ports, map(str, free))), "WIRELENS_STATE_DIR": str(base)}
+    settings = stack.load_settings(environ)
+    health_port = free[-1]
+    host = None
+    rc = 1
+    result: dict = {"calls": 2 * args.calls}
+    try:
+        log(f"stack in {base}")
+        stack.up(settings, log=log)
+        hostmetrics.write(settings, args.binary)
+        host = supervise.Supervised(
+            hostmetrics.NAME, hostmetrics.command(settings, args.binary), base / "logs" / "hostmetrics.log",
+            pid_file=base / "pids" / "hostmetrics.pid", cwd=ROOT,
+            env={**os.environ, **settings, **hostmetrics.environment(settings, health_port)})
+        host.start()
+        host.wait_ready(supervise.http_ok(f"http://127.0.0.1:{health_port}/"), timeout_s=60, error=Broken,
+                        detail=f"health port {health_port}")
+        log(f"hostmetrics pid {host.pid} ({' '.join(hostmetrics.command(settings, args.binary))})")
+        expected = {c.name for c in stack.COMPONENTS if c.enabled(settings)} | {hostmetrics.NAME}
+        wait_reporting(settings, expected, 0, "both sources report every component", args.ready_timeout)
+        t0 = math.floor(time.time()) + 1
+        wait_reporting(settings, expected, t0 + 2, "points after the window's start", 60)
+        log(f"window opens at {t0}; {args.calls} gRPC and {args.calls} REST calls")
+        run_id = f"procmetrics-{uuid.uuid4().hex[:8]}"
+        run_load(settings, run_id, args.calls)
+        try:
+            wait_for("every call a row", lambda: int(stack.clickhouse_query(
+                settings, f"SELECT count() FROM wirelens.requests FINAL WHERE run_id = '{run_id}'").strip() or 0),
+                lambda n: n >= 2 * args.calls, timeout_s=180, interval_s=1.0)
+        except WaitTimeout as exc:
+            raise Broken(f"{exc.last_seen} of {2 * args.calls} calls in wirelens.requests after 180 s") from None
+        t1 = math.floor(time.time()) + 3  # a few idle seconds after the last row
+        wait_reporting(settings, expected, t1 + 2, "points after the window's end", 60)
+        log(f"window closes at {t1}")
+        cpu = points(settings, "otel_metrics_sum", "process.cpu.time", t0 - 5, t1 + 1)
+        gauge = points(settings, "otel_metrics_gauge", "process.memory.usage", t0 - 5, t1 + 1)
+        summed = points(settings, "otel_metrics_sum", "process.memory.usage", t0 - 5, t1 + 1)
+        result.update(compare(cpu, gauge + summed, t0, t1, args))
+        result["hostmetrics_rss_table"] = ("otel_metrics_gauge" if any(p[0] == "hostmetrics" for p in gauge)
+                                           else "otel_metrics_sum" if any(p[0] == "hostmetrics" for p in summed)
+                                           else "none")
+        result["cpu_states"] = {source: sorted({p[3] for p in cpu if p[0] == source}) for source in SCOPES}
+        result["tolerances"] = {"cpu_abs_s": args.cpu_abs, "cpu_rel": args.cpu_rel,
+                                "rss_abs_mib": args.rss_abs, "rss_rel": args.rss_rel}
+        print_table(result)
+        rc = 0 if result["agree"] and result["hostmetrics_rss_table"] == "otel_metrics_gauge" else 1
+    except (Broken, stack.StackError, supervise.SupervisorError) as exc:
+        log(f"BROKEN: {exc}")
+        result["problem"] = str(exc)
+    finally:
+        if host is not None:
+            host.stop()
+        stack.down(settings, log=lambda _: None)
+        if args.keep:
+            log(f"kept {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"JSON: {args.json}")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
