@@ -5,6 +5,7 @@
 package harness
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
@@ -21,6 +23,7 @@ import (
 	"istio.io/istio/pkg/config/mesh"
 	"istio.io/istio/pkg/config/schema/collections"
 	kubelib "istio.io/istio/pkg/kube"
+	"istio.io/istio/pkg/util/protomarshal"
 )
 
 // Loaded is what a config directory holds: Istio (and Gateway API) configs,
@@ -88,6 +91,9 @@ func (l *Loaded) AddYAML(name, text string) error {
 			continue
 		}
 		where := fmt.Sprintf("%s (document %d)", name, i+1)
+		if err := strictCheck(doc); err != nil {
+			return fmt.Errorf("%s: %v", where, err)
+		}
 		cfgs, others, err := crd.ParseInputs(doc)
 		if err != nil {
 			return fmt.Errorf("%s: %v", where, err)
@@ -124,6 +130,60 @@ func (l *Loaded) addFile(f string) error {
 		return err
 	}
 	return l.AddYAML(f, string(b))
+}
+
+// strictCheck refuses what istiod's lenient decoding would drop silently
+// and the Kubernetes API server (strict field validation) would refuse: an
+// unknown top-level key or an unknown field in an Istio resource's spec.
+func strictCheck(doc string) error {
+	var obj map[string]any
+	if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+		return err
+	}
+	for k := range obj {
+		switch k {
+		case "apiVersion", "kind", "metadata", "spec", "status":
+		default:
+			return fmt.Errorf("%v %v: unknown top-level field %q", obj["kind"], get(obj, "metadata", "name"), k)
+		}
+	}
+	apiVersion, _ := obj["apiVersion"].(string)
+	group, version, ok := strings.Cut(apiVersion, "/")
+	if !ok {
+		return nil
+	}
+	kind, _ := obj["kind"].(string)
+	s, found := collections.PilotGatewayAPI().FindByGroupVersionAliasesKind(config.GroupVersionKind{Group: group, Version: version, Kind: kind})
+	if !found || obj["spec"] == nil {
+		return nil
+	}
+	inst, err := s.NewInstance()
+	if err != nil {
+		return nil
+	}
+	pm, isProto := inst.(proto.Message)
+	if !isProto {
+		return nil
+	}
+	js, err := json.Marshal(obj["spec"])
+	if err != nil {
+		return err
+	}
+	if err := protomarshal.ApplyJSONStrict(string(js), pm); err != nil {
+		return fmt.Errorf("%s %v: spec: %v", kind, get(obj, "metadata", "name"), err)
+	}
+	return nil
+}
+
+func get(m any, path ...string) any {
+	for _, p := range path {
+		mm, ok := m.(map[string]any)
+		if !ok {
+			return nil
+		}
+		m = mm[p]
+	}
+	return m
 }
 
 func stripComments(doc string) string {
@@ -171,6 +231,11 @@ func ParseMeshConfig(name string, b []byte) (*meshconfig.MeshConfig, error) {
 			return nil, fmt.Errorf("mesh config %s: meshConfig: %v", name, err)
 		}
 		text = string(inner)
+	}
+	// istiod decodes the mesh config leniently (an unknown field is dropped);
+	// the harness refuses it, naming it, as tools/meshconfig-check does.
+	if err := protomarshal.ApplyYAMLStrict(text, &meshconfig.MeshConfig{}); err != nil {
+		return nil, fmt.Errorf("mesh config %s: %v", name, err)
 	}
 	m, err := mesh.ApplyMeshConfigDefaults(text)
 	if err != nil {
