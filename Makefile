@@ -137,8 +137,8 @@ proto: venv ## descriptor set, Go code, filter operation map (build/opmap.json)
 collector: prereqs ## OpenTelemetry Collector built with ocb -> bin/otelcol-wirelens
 	@KEY_EXTRA=$(OCB_VERSION) $(KEYED) ocb bin/builder '' -- \
 	  go install go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION)
-	@KEY_EXTRA=$(OCB_VERSION) $(KEYED) collector bin/otelcol-wirelens collector/builder-config.yaml -- bash -c \
-	  'mkdir -p build && bin/builder --config collector/builder-config.yaml && \
+	@KEY_EXTRA=$(OCB_VERSION) $(KEYED) collector bin/otelcol-wirelens 'collector/builder-config.yaml collector/ocb' -- bash -c \
+	  'mkdir -p build && collector/ocb/build --config collector/builder-config.yaml && \
 	   cp build/otelcol-wirelens/otelcol-wirelens bin/otelcol-wirelens.new && mv -f bin/otelcol-wirelens.new bin/otelcol-wirelens'
 
 jaeger: prereqs ## Jaeger v2 from its Go module -> bin/jaeger
