@@ -9,8 +9,15 @@ process.memory.usage to the stack's Collector at once; in ClickHouse they
 differ by ScopeName (procmetrics' package, the hostmetrics process scraper's).
 
 Once both report every component, the window opens at a whole second T0 with
-the stack idle, --calls gRPC and --calls REST calls go through Envoy, every
-call becomes a row, and the window closes at T1, idle again. Idle ends keep
+the stack idle, --calls gRPC calls go through Envoy, the Collector is
+SIGKILLed and started again --outage seconds later, the ClickHouse engine is
+SIGKILLed (its supervisor starts another), --calls REST calls go through
+Envoy, every call becomes a row, and the window closes at T1, idle again.
+Both sources must report the old and the new pid of each (procmetrics finds
+the engine as a member of the supervisor's process group, hostmetrics by its
+command line); the table says how many of the outage's seconds each source
+has points for (procmetrics drops a sample the Collector does not take,
+the hostmetrics Collector queues and retries it). Idle ends keep
 the error of the scraper's unaligned ticks small (ClickHouse stores whole
 seconds: a hostmetrics point stored at T was read up to 1 s after T).
 
@@ -115,27 +122,37 @@ def value_at(series: list[tuple[int, float]], t: int) -> float | None:
 
 
 def compare(cpu: list[tuple], rss: list[tuple], t0: int, t1: int, args) -> dict:
+    """Per component: each source's CPU seconds over the seconds both cover for each process (from T0, or
+    the later of the two first points of a process started inside the window, to T1, or the earlier of
+    the two last points of a process killed inside it: what happened between a sample and the kill
+    reaches neither, by different amounts), and the RSS at T1 of the processes alive then."""
     by_series: dict[tuple, list[tuple[int, float]]] = {}
     for source, component, pid, state, t, v in cpu:
-        by_series.setdefault((source, component, pid, state), []).append((t, v))
-    cpu_s: dict[tuple[str, str], dict[int, float]] = {}
-    for (source, component, pid, state), series in by_series.items():
         if state not in ("user", "system"):
             raise Broken(f"{source} sent process.cpu.time with state {state!r} (want user and system only)")
-        start, end = value_at(series, t0), value_at(series, t1)
-        if end is None:
+        by_series.setdefault((source, component, pid, state), []).append((t, v))
+    spans: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}  # (component, pid) -> source -> (first, last)
+    for (source, component, pid, _), series in by_series.items():
+        first, last = series[0][0], series[-1][0]
+        spans.setdefault((component, pid), {})[source] = (t0 if first <= t0 else first, min(last, t1))
+    cpu_s: dict[tuple[str, str], dict[int, float]] = {}
+    covered: dict[tuple[str, int], tuple[int, int]] = {}
+    for (source, component, pid, state), series in by_series.items():
+        per_source = spans[(component, pid)]
+        lo = max(lo for lo, _ in per_source.values())
+        hi = min(hi for _, hi in per_source.values())
+        if hi <= lo:
             continue
+        covered[(component, pid)] = (lo, hi)
         per_pid = cpu_s.setdefault((source, component), {})
-        # A process that started inside the window counts from 0.
-        per_pid[pid] = per_pid.get(pid, 0.0) + end - (start or 0.0)
+        per_pid[pid] = per_pid.get(pid, 0.0) + value_at(series, hi) - value_at(series, lo)
     rss_by: dict[tuple[str, str], dict[int, float]] = {}
     rss_series: dict[tuple, list[tuple[int, float]]] = {}
     for source, component, pid, _, t, v in rss:
         rss_series.setdefault((source, component, pid), []).append((t, v))
     for (source, component, pid), series in rss_series.items():
-        value = value_at(series, t1)
-        if value is not None:
-            rss_by.setdefault((source, component), {})[pid] = value
+        if series[-1][0] >= t1:  # alive at the window's end
+            rss_by.setdefault((source, component), {})[pid] = value_at(series, t1)
 
     components = sorted({c for _, c in cpu_s})
     rows, ok = [], True
@@ -144,6 +161,7 @@ def compare(cpu: list[tuple], rss: list[tuple], t0: int, t1: int, args) -> dict:
         p_rss, h_rss = rss_by.get(("procmetrics", component), {}), rss_by.get(("hostmetrics", component), {})
         pids = sorted(p_cpu)
         row = {"component": component, "pids_procmetrics": pids, "pids_hostmetrics": sorted(h_cpu),
+               "seconds_compared": {pid: covered[(component, pid)] for pid in pids if (component, pid) in covered},
                "pids_only_hostmetrics": sorted(set(h_cpu) - set(p_cpu)),
                "pids_only_procmetrics": sorted(set(p_cpu) - set(h_cpu)),
                "cpu_s_procmetrics": round(sum(p_cpu.values()), 3),
@@ -185,10 +203,75 @@ def print_table(result: dict) -> None:
               f"{'yes' if r['agrees'] else 'NO: ' + '; '.join(r['problems'])}")
     print(f"hostmetrics' RSS: in otel.{result['hostmetrics_rss_table']}; states of process.cpu.time seen: "
           f"{result['cpu_states']}")
+    f = result["faults"]
+    print(f"faults in the window: collector pids {f['collector_pids']} (SIGKILL, down "
+          f"{f['collector_down'][1] - f['collector_down'][0]:.1f} s), ClickHouse engine pids {f['engine_pids']} "
+          f"(SIGKILL, restarted by its supervisor); envoy's points inside the outage's "
+          f"{f['points_in_collector_outage']['seconds']} whole seconds: procmetrics "
+          f"{f['points_in_collector_outage']['procmetrics']}, hostmetrics {f['points_in_collector_outage']['hostmetrics']}")
 
 
-def run_load(settings: dict[str, str], run_id: str, calls: int) -> None:
-    for protocol, operation, extra in LOADS:
+def engine_pid(settings: dict[str, str]) -> int | None:
+    """The ClickHouse engine: the supervisor's child running --engine (None while it restarts)."""
+    supervisor = stack.read_pid(settings, "clickhouse")
+    if supervisor is None:
+        return None
+    try:
+        children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
+    except OSError:
+        return None
+    for pid in map(int, children):
+        try:
+            if b"--engine" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+def faults(settings: dict[str, str], outage_s: float) -> dict:
+    """Inside the window: the Collector SIGKILLed and started again after outage_s (both sources must follow
+    its new pid, and procmetrics' samples meanwhile are dropped), then the ClickHouse engine SIGKILLed
+    (its supervisor starts a new one: procmetrics follows it as the process group, hostmetrics by its
+    command line)."""
+    old_collector = stack.read_pid(settings, "collector")
+    down_from = time.time()
+    log(f"fault: {stack.kill('collector', settings)}; down for {outage_s:g} s")
+    time.sleep(outage_s)  # the outage's length, not a wait for anything
+    log(f"fault: collector {stack.start_one('collector', settings)}")
+    down_to = time.time()
+    old_engine = engine_pid(settings)
+    if old_engine is None:
+        raise Broken("no ClickHouse engine process under the supervisor")
+    os.kill(old_engine, 9)
+
+    def serving() -> tuple[int | None, str]:
+        pid = engine_pid(settings)
+        if pid in (None, old_engine):
+            return pid, "no new engine yet"
+        try:
+            return pid, stack.clickhouse_query(settings, "SELECT 1").strip()
+        except stack.StackError as exc:
+            return pid, str(exc)
+    try:
+        new_engine = wait_for("a new ClickHouse engine answering", serving, lambda r: r[1] == "1",
+                              timeout_s=120, interval_s=0.5)[0]
+    except WaitTimeout as exc:
+        raise Broken(f"the ClickHouse engine killed (pid {old_engine}) did not come back: {exc.last_seen}") from None
+    log(f"fault: ClickHouse engine {old_engine} killed, {new_engine} serving")
+    return {"collector_pids": [old_collector, stack.read_pid(settings, "collector")],
+            "collector_down": [down_from, down_to], "engine_pids": [old_engine, new_engine]}
+
+
+def outage_points(cpu: list[tuple], down: list[float], component: str = "envoy") -> dict[str, int]:
+    """How many seconds inside the Collector's outage each source has a point of `component` for."""
+    lo, hi = math.ceil(down[0]), math.floor(down[1]) - 1
+    return {source: len({t for s, c, _, _, t, _ in cpu if s == source and c == component and lo <= t <= hi})
+            for source in SCOPES} | {"seconds": max(0, hi - lo + 1)}
+
+
+def run_load(settings: dict[str, str], run_id: str, calls: int, loads: list[tuple]) -> None:
+    for protocol, operation, extra in loads:
         result = subprocess.run(
             [str(LOADGEN), "-target", f"127.0.0.1:{settings['WIRELENS_ENVOY_PORT']}", "-protocol", protocol,
              "-operation", operation, *extra, "-n", str(calls), "-concurrency", "4", "-run-id", run_id,
@@ -209,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu-rel", type=float, default=0.05, help="CPU tolerance, fraction (default 0.05)")
     ap.add_argument("--rss-abs", type=float, default=2.0, help="RSS tolerance, MiB (default 2)")
     ap.add_argument("--rss-rel", type=float, default=0.05, help="RSS tolerance, fraction (default 0.05)")
+    ap.add_argument("--outage", type=float, default=5.0,
+                    help="seconds the Collector stays killed inside the window (default 5)")
     ap.add_argument("--ready-timeout", type=float, default=180.0,
                     help="deadline for both sources to report every component (default 180 s)")
     ap.add_argument("--keep", action="store_true", help="keep the stack's directory (logs) afterwards")
@@ -250,7 +335,9 @@ def main(argv: list[str] | None = None) -> int:
         wait_reporting(settings, expected, t0 + 2, "points after the window's start", 60)
         log(f"window opens at {t0}; {args.calls} gRPC and {args.calls} REST calls")
         run_id = f"procmetrics-{uuid.uuid4().hex[:8]}"
-        run_load(settings, run_id, args.calls)
+        run_load(settings, run_id, args.calls, LOADS[:1])
+        result["faults"] = faults(settings, args.outage)
+        run_load(settings, run_id, args.calls, LOADS[1:])
         try:
             wait_for("every call a row", lambda: int(stack.clickhouse_query(
                 settings, f"SELECT count() FROM wirelens.requests FINAL WHERE run_id = '{run_id}'").strip() or 0),
@@ -267,6 +354,16 @@ def main(argv: list[str] | None = None) -> int:
         result["hostmetrics_rss_table"] = ("otel_metrics_gauge" if any(p[0] == "hostmetrics" for p in gauge)
                                            else "otel_metrics_sum" if any(p[0] == "hostmetrics" for p in summed)
                                            else "none")
+        result["faults"]["points_in_collector_outage"] = outage_points(cpu, result["faults"]["collector_down"])
+        rows = {r["component"]: r for r in result["components"]}
+        for component, pids in (("collector", result["faults"]["collector_pids"]),
+                                ("clickhouse", result["faults"]["engine_pids"])):
+            for source in SCOPES:
+                missed = sorted(set(pids) - set(rows.get(component, {}).get(f"pids_{source}", [])))
+                if missed:
+                    rows.setdefault(component, {"problems": []})["problems"].append(
+                        f"{source} never reported pid(s) {missed} (before and after the kill)")
+                    rows[component]["agrees"] = result["agree"] = False
         result["cpu_states"] = {source: sorted({p[3] for p in cpu if p[0] == source}) for source in SCOPES}
         result["tolerances"] = {"cpu_abs_s": args.cpu_abs, "cpu_rel": args.cpu_rel,
                                 "rss_abs_mib": args.rss_abs, "rss_rel": args.rss_rel}
