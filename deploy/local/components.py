@@ -132,6 +132,19 @@ def _file_sink(settings: dict[str, str]) -> bool:
     return settings["WIRELENS_ACCESS_LOG_SINK"] == "file"
 
 
+def shipper(settings: dict[str, str]) -> str | None:
+    """What ships Envoy's access-log file (WIRELENS_LOG_SHIPPER: logship or filelog), None without the file sink."""
+    return settings.get("WIRELENS_LOG_SHIPPER", "logship") if _file_sink(settings) else None
+
+
+def log_agent_command(settings: dict[str, str]) -> list[str]:
+    """The filelog log agent: our Collector with collector/filelog-agent.yaml (and its feature gates)."""
+    gates = settings.get("WIRELENS_LOG_AGENT_FEATURE_GATES", "")
+    return [require(BIN / "otelcol-wirelens", "run `make collector`"),
+            "--config", str(ROOT / "collector/filelog-agent.yaml"),
+            *([f"--feature-gates={gates}"] if gates else [])]
+
+
 def logship_progress(settings: dict[str, str]) -> dict | None:
     """logship's /progress (file, offset, pending_bytes, records_shipped, …), None if it does not answer."""
     try:
@@ -222,7 +235,16 @@ COMPONENTS: list[Component] = [
         ports=["WIRELENS_LOGSHIP_PORT"],
         ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_LOGSHIP_PORT']}/healthz"),
         before_stop=_drain_logship,
-        enabled=_file_sink,
+        enabled=lambda s: shipper(s) == "logship",
+    ),
+    # WIRELENS_LOG_SHIPPER=filelog: a second Collector reads the file with file_log
+    # (collector/filelog-agent.yaml) and sends OTLP to the Collector above.
+    Component(
+        name="log-agent",
+        command=log_agent_command,
+        ports=["WIRELENS_LOG_AGENT_HEALTH_PORT", "WIRELENS_LOG_AGENT_METRICS_PORT"],
+        ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_LOG_AGENT_HEALTH_PORT']}/"),
+        enabled=lambda s: shipper(s) == "filelog",
     ),
     Component(
         name="rest-service",

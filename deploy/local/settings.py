@@ -69,6 +69,19 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
         raise StackError(f"WIRELENS_ACCESS_LOG_SINK={settings['WIRELENS_ACCESS_LOG_SINK']!r}: expected one of "
                          f"{', '.join(wiring.ACCESS_LOG_SINKS)}")
     settings["WIRELENS_ACCESS_LOG"] = str(state_dir / "envoy" / "access.jsonl")
+    # What ships that file to the Collector (issue 32): `logship` (default; collector/cmd/logship,
+    # checkpoint after the Collector's OK, rotation, the disk cap with exact drop counts) or
+    # `filelog` (a second Collector, the log agent, with the file_log receiver:
+    # collector/filelog-agent.yaml; no rotation, no cap: collector/README.md, "filelog as the log agent").
+    settings["WIRELENS_LOG_SHIPPER"] = environ.get("WIRELENS_LOG_SHIPPER", "logship")
+    if settings["WIRELENS_LOG_SHIPPER"] not in LOG_SHIPPERS:
+        raise StackError(f"WIRELENS_LOG_SHIPPER={settings['WIRELENS_LOG_SHIPPER']!r}: expected one of "
+                         f"{', '.join(LOG_SHIPPERS)}")
+    settings["WIRELENS_LOG_AGENT_STORAGE_DIR"] = str(state_dir / "log-agent" / "storage")
+    # The agent's feature gates: stanza.synchronousLogEmitter keeps a kill -9 from losing the
+    # receiver's in-memory batch (tests/e2e/test_filelog_limits.py); empty = the receiver's defaults.
+    settings["WIRELENS_LOG_AGENT_FEATURE_GATES"] = environ.get("WIRELENS_LOG_AGENT_FEATURE_GATES",
+                                                               "stanza.synchronousLogEmitter")
     # Which build of the filter Envoy runs (envoy/wiring.py, MODULES): `wasm` (default,
     # build/wirelens_filter.wasm, `make filter`) or `native` (the Envoy dynamic module,
     # build/native/libwirelens.so, `make native`). Both record the same; only the filter entry differs.
@@ -133,6 +146,7 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
 
 
 STACKS = ("go", "python", "jvm")
+LOG_SHIPPERS = ("logship", "filelog")
 
 
 def parse_stacks(value: str) -> list[str]:
