@@ -5,7 +5,11 @@
 Every run starts the pipeline exactly as the local stack ships it, on free
 loopback ports in a temporary directory: ClickHouse (the chdb-core engine),
 the Collector (`collector/config.yaml`, `bin/otelcol-wirelens`), the schema
-(`queries/schema`), logship, and for the rate axis Jaeger. The calls are
+(`queries/schema`), the agent that ships Envoy's file, and for the rate axis
+Jaeger. The agents (`--agents logship,filelog`, both by default, issue 32):
+logship, or the filelog log agent (WIRELENS_LOG_SHIPPER=filelog: our
+Collector with `collector/filelog-agent.yaml`); each axis runs once per
+agent, each on its own stack, and the tables put them side by side. The calls are
 synthetic lines in Envoy's access-log format (`envoy/wiring.py`'s
 `access_log_line_format`: the same attributes, the filter's packed record).
 
@@ -25,9 +29,14 @@ synthetic lines in Envoy's access-log format (`envoy/wiring.py`'s
   beforehand, shipped at once: from logship's start until every call is a
   row in `wirelens.requests` (and background merges have settled), the CPU
   time of each process: records per CPU second = records per second one core
-  of that component sustains on the insert path as shipped (logship → OTLP →
+  of that component sustains on the insert path as shipped (the agent → OTLP →
   memory_limiter → transform → clickhouse exporter's persistent queue and
-  batch → `otel.otel_logs` → materialized view → `wirelens.requests`);
+  batch → `otel.otel_logs` → materialized view → `wirelens.requests`); and
+  the agent's disk, the largest seen while it ships, per call: Envoy's
+  access-log file(s), the agent's own storage (logship: its checkpoint;
+  filelog: `file_storage`, its offsets and its exporter's persistent queue,
+  which holds a second copy of what it read and has not delivered) and the
+  Collector's persistent queues;
 - storage: after `OPTIMIZE ... FINAL`, the bytes on disk per call of
   `wirelens.requests` and of the exporter's `otel.otel_logs` (the raw copy
   the view reads), and the columns that weigh most.
@@ -36,10 +45,11 @@ Prints the tables and the per-day disk at 10^4, 10^5 and 10^6 calls/s with
 the retention of each table; writes build/bench/ingest.json. Exit 0 whatever
 the numbers, 1 when something broke (a call that never became a row).
 The default run (rates 0, 60, 600, 3000 for 30 s each, then 200,000 calls of
-the mixed mix) takes about 5 minutes.
+the mixed mix, each for both agents) takes about 12 minutes.
 
     python -m bench.ingest [--rates 0,60,600,3000] [--seconds 30] [--warmup 10] [--no-spans]
                            [--calls N] [--mixes mixed,rest,grpc] [--without-rollups] [--quick]
+                           [--agents logship,filelog]
 """
 
 from __future__ import annotations
@@ -84,6 +94,9 @@ RAW_LOGS_TTL_DAYS = 3  # collector/config.yaml: WIRELENS_RAW_LOGS_TTL's default,
 # --without-rollups drops whichever exist.
 ROLLUP_VIEWS = (*rollup.VIEWS, *rollup.OLD_VIEWS)
 DRAIN_TIMEOUT_S = 900.0
+# What ships Envoy's access-log file (issue 32; deploy/local WIRELENS_LOG_SHIPPER): the agent's name in the
+# tables and its stack component. filelog: our Collector with collector/filelog-agent.yaml.
+AGENTS = {"logship": "logship", "filelog": "log-agent"}
 
 
 class Broken(RuntimeError):
@@ -235,14 +248,61 @@ def table_storage(settings: dict[str, str], database: str, table: str) -> dict:
                                  (line.split("\t") for line in heaviest.splitlines() if line)}}
 
 
-def run_mix(mix: str, calls: int, rollups: bool = True) -> dict:
-    base = Path(tempfile.mkdtemp(prefix=f"wirelens-ingest-{mix}-"))
+def stack_settings(base: Path, agent: str) -> dict[str, str]:
+    """The local stack's settings on free ports, state in `base`, Envoy's file shipped by `agent`."""
     defaults = stack.load_settings({})
     ports = [name for name in defaults if name.endswith("_PORT")]
     environ = dict(zip(ports, map(str, benchlib.free_ports(len(ports)))))
     environ["WIRELENS_STATE_DIR"] = str(base)
+    environ["WIRELENS_LOG_SHIPPER"] = agent
     settings = stack.load_settings(environ)
-    result: dict = {"mix": mix, "protocols": list(MIXES[mix]), "calls": calls, "rollups": rollups}
+    if AGENTS[agent] not in stack.BY_NAME or settings.get("WIRELENS_LOG_SHIPPER", "logship") != agent:
+        raise Broken(f"agent {agent}: the local stack has no component {AGENTS[agent]!r} for "
+                     f"WIRELENS_LOG_SHIPPER={agent} (deploy/local/components.py)")
+    return settings
+
+
+def tree_bytes(*paths: Path) -> int:
+    """Bytes on disk (allocated blocks) of these files and everything under these directories."""
+    total = 0
+    for path in paths:
+        for p in ([path] if path.is_file() else path.rglob("*") if path.is_dir() else []):
+            try:
+                total += p.stat().st_blocks * 512 if p.is_file() else 0
+            except FileNotFoundError:
+                continue  # rotated or deleted meanwhile
+    return total
+
+
+def access_log_files(settings: dict[str, str]) -> list[Path]:
+    log = Path(settings["WIRELENS_ACCESS_LOG"])
+    return [log, *sorted(log.parent.glob(log.name + ".*"))]
+
+
+def agent_storage(settings: dict[str, str], agent: str) -> Path:
+    """Where the agent keeps its place (and, for filelog, its persistent queue)."""
+    return (Path(settings["WIRELENS_LOG_AGENT_STORAGE_DIR"]) if agent == "filelog"
+            else stack.state_dir(settings) / "logship")
+
+
+class DiskPeaks:
+    """The largest bytes on disk seen of: Envoy's access-log file(s), the agent's storage, the Collector's queue."""
+
+    def __init__(self, settings: dict[str, str], agent: str) -> None:
+        self.settings, self.agent = settings, agent
+        self.peak = {"access_log": 0, "agent_storage": 0, "collector_queue": 0}
+
+    def sample(self) -> None:
+        now = {"access_log": tree_bytes(*access_log_files(self.settings)),
+               "agent_storage": tree_bytes(agent_storage(self.settings, self.agent)),
+               "collector_queue": tree_bytes(Path(self.settings["WIRELENS_COLLECTOR_STORAGE_DIR"]))}
+        self.peak = {k: max(v, now[k]) for k, v in self.peak.items()}
+
+
+def run_mix(mix: str, calls: int, rollups: bool = True, agent: str = "logship") -> dict:
+    base = Path(tempfile.mkdtemp(prefix=f"wirelens-ingest-{mix}-{agent}-"))
+    settings = stack_settings(base, agent)
+    result: dict = {"mix": mix, "agent": agent, "protocols": list(MIXES[mix]), "calls": calls, "rollups": rollups}
     try:
         log(f"{mix}: writing {calls:,} calls to {settings['WIRELENS_ACCESS_LOG']}")
         result["access_log_bytes"] = write_access_log(Path(settings["WIRELENS_ACCESS_LOG"]), calls, MIXES[mix])
@@ -254,14 +314,16 @@ def run_mix(mix: str, calls: int, rollups: bool = True) -> dict:
         pids = {"clickhouse": engine_pid(stack.read_pid(settings, "clickhouse")),
                 "collector": stack.read_pid(settings, "collector")}
         before = cpu_s(pids)
+        disk = DiskPeaks(settings, agent)
         t0 = time.monotonic()
-        log(f"{mix}: logship {stack.start_one('logship', settings)}")
-        pids["logship"] = stack.read_pid(settings, "logship")
-        before["logship"] = 0.0  # from its start
+        log(f"{mix}: {agent} {stack.start_one(AGENTS[agent], settings)}")
+        pids[agent] = stack.read_pid(settings, AGENTS[agent])
+        before[agent] = 0.0  # from its start
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
         next_report = [time.monotonic() + 10]
 
         def rows() -> int:  # and a progress line every 10 s
+            disk.sample()
             seen = count(settings, "SELECT count() FROM wirelens.requests")
             if time.monotonic() > next_report[0]:
                 log(f"{mix}:   {seen:,} rows ({seen / (time.monotonic() - t0):,.0f}/s)")
@@ -274,6 +336,7 @@ def run_mix(mix: str, calls: int, rollups: bool = True) -> dict:
             raise Broken(f"{mix}: {short.last_seen:,} of {calls:,} calls in wirelens.requests after "
                          f"{DRAIN_TIMEOUT_S:.0f} s; logs in {base / 'logs'}") from None
         wall = time.monotonic() - t0
+        disk.sample()
         # The inserts' background merges belong to the insert path's cost (within the same deadline).
         try:
             wait_for("the merges", lambda: count(settings, "SELECT count() FROM system.merges") == 0,
@@ -291,6 +354,16 @@ def run_mix(mix: str, calls: int, rollups: bool = True) -> dict:
         }
         log(f"{mix}: {calls:,} calls in {wall:.1f} s ({calls / wall:,.0f}/s on this machine); CPU s "
             + ", ".join(f"{n} {s:.1f}" for n, s in spent.items()))
+        disk.sample()
+        result["agent_disk"] = {
+            "peak_bytes": disk.peak,
+            "end_bytes": {"access_log": tree_bytes(*access_log_files(settings)),
+                          "agent_storage": tree_bytes(agent_storage(settings, agent)),
+                          "collector_queue": tree_bytes(Path(settings["WIRELENS_COLLECTOR_STORAGE_DIR"]))},
+        }
+        result["agent_disk"]["peak_bytes_per_call"] = {k: v / calls for k, v in disk.peak.items()}
+        log(f"{mix}: {agent}: disk peak per call: " + ", ".join(
+            f"{k} {v:.0f} B" for k, v in result["agent_disk"]["peak_bytes_per_call"].items()))
         for table in ("otel.otel_logs", "wirelens.requests"):
             stack.clickhouse_query(settings, f"OPTIMIZE TABLE {table} FINAL", timeout=600)
         result["storage"] = {"otel.otel_logs": table_storage(settings, "otel", "otel_logs"),
@@ -300,7 +373,7 @@ def run_mix(mix: str, calls: int, rollups: bool = True) -> dict:
                 f"({s['uncompressed'] / s['rows']:.0f} uncompressed)")
         return result
     finally:
-        for name in ("logship", "collector", "clickhouse"):
+        for name in (AGENTS[agent], "collector", "clickhouse"):
             stack.stop(name, settings)
         shutil.rmtree(base, ignore_errors=True)
 
@@ -465,13 +538,22 @@ def engine_events(settings: dict[str, str]) -> dict[str, int]:
     return {name: int(value) for name, value in (line.split("\t") for line in text.splitlines() if line)}
 
 
-def backlog(settings: dict[str, str]) -> dict:
-    """Where calls written but not yet rows wait: logship's unshipped bytes, the Collector's logs queue."""
+def backlog(settings: dict[str, str], agent: str = "logship") -> dict:
+    """Where calls written but not yet rows wait: logship's unshipped bytes (filelog: its exporter's queue),
+    the Collector's logs queue."""
     from collector import tier  # noqa: PLC0415
     from deploy.local import components  # noqa: PLC0415
     out: dict = {}
-    progress = components.logship_progress(settings) or {}
-    out["logship_pending_bytes"] = progress.get("pending_bytes")
+    if agent == "logship":
+        progress = components.logship_progress(settings) or {}
+        out["logship_pending_bytes"] = progress.get("pending_bytes")
+    else:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{settings['WIRELENS_LOG_AGENT_METRICS_PORT']}/metrics",
+                                        timeout=5) as response:
+                out["filelog_queue"] = tier.metric_sum(response.read().decode(), "otelcol_exporter_queue_size")
+        except OSError:
+            out["filelog_queue"] = None
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{settings['WIRELENS_COLLECTOR_METRICS_PORT']}/metrics",
                                     timeout=5) as response:
@@ -513,25 +595,22 @@ def drive(settings: dict[str, str], source: LineSource, spans: SpanSender | None
 
 
 def run_rates(rates: list[int], seconds: float, warmup_s: float, with_spans: bool, mix: str = "mixed",
-              setup_sql: list[str] | None = None) -> dict:
+              setup_sql: list[str] | None = None, agent: str = "logship") -> dict:
     """One stack; each rate in the given order: warm-up, then the measured window. `setup_sql`: statements
     run once the schema is applied (what a change to the tables would cost, e.g. an index dropped)."""
     source = LineSource(MIXES[mix])  # first: a line it cannot make stops the run before anything starts
-    base = Path(tempfile.mkdtemp(prefix="wirelens-ingest-rates-"))
-    defaults = stack.load_settings({})
-    ports = [name for name in defaults if name.endswith("_PORT")]
-    environ = dict(zip(ports, map(str, benchlib.free_ports(len(ports)))))
-    environ["WIRELENS_STATE_DIR"] = str(base)
-    settings = stack.load_settings(environ)
-    result: dict = {"mix": mix, "spans": with_spans, "seconds": seconds, "warmup_s": warmup_s, "rates": []}
-    names = ["clickhouse", "collector", "logship"] + (["jaeger"] if with_spans else [])
+    base = Path(tempfile.mkdtemp(prefix=f"wirelens-ingest-rates-{agent}-"))
+    settings = stack_settings(base, agent)
+    result: dict = {"mix": mix, "agent": agent, "spans": with_spans, "seconds": seconds, "warmup_s": warmup_s,
+                    "rates": []}
+    names = ["clickhouse", "collector", agent] + (["jaeger"] if with_spans else [])
     spans = None
     try:
         access_log = Path(settings["WIRELENS_ACCESS_LOG"])
         access_log.parent.mkdir(parents=True, exist_ok=True)
         access_log.touch()
-        for name in (["clickhouse", "jaeger", "collector", "logship"] if with_spans
-                     else ["clickhouse", "collector", "logship"]):
+        for name in (["clickhouse", "jaeger", "collector", AGENTS[agent]] if with_spans
+                     else ["clickhouse", "collector", AGENTS[agent]]):
             log(f"rates: {name} {stack.start_one(name, settings)}")
         for statement in setup_sql or []:
             log(f"rates: setup: {statement}")
@@ -539,7 +618,7 @@ def run_rates(rates: list[int], seconds: float, warmup_s: float, with_spans: boo
         result["setup_sql"] = setup_sql or []
         pids = {"clickhouse": engine_pid(stack.read_pid(settings, "clickhouse"))}
         for name in names[1:]:
-            pids[name] = stack.read_pid(settings, name)
+            pids[name] = stack.read_pid(settings, AGENTS.get(name, name))
         spans = SpanSender(int(settings["WIRELENS_COLLECTOR_OTLP_PORT"])) if with_spans else None
         total_written = 0
         with open(access_log, "a") as log_file:
@@ -556,7 +635,7 @@ def run_rates(rates: list[int], seconds: float, warmup_s: float, with_spans: boo
                 busy1, all1 = benchlib.machine_cpu()
                 total_written += written
                 rows1 = count(settings, "SELECT count() FROM wirelens.requests")
-                waiting = backlog(settings)
+                waiting = backlog(settings, agent)
                 lag = total_written - rows1
                 spent = {name: cpu1[name] - cpu0[name] for name in pids}
                 by_thread = threads_delta(threads0, threads1, spent["clickhouse"])
@@ -571,8 +650,8 @@ def run_rates(rates: list[int], seconds: float, warmup_s: float, with_spans: boo
                 row["records_per_engine_cpu_s"] = (row["rows_in_window"] / spent["clickhouse"]
                                                    if rate and spent["clickhouse"] > 0 else None)
                 result["rates"].append(row)
-                log(f"rates: {rate} calls/s: engine {row['cores']['clickhouse']:.3f} cores, collector "
-                    f"{row['cores']['collector']:.3f}, logship {row['cores']['logship']:.3f}"
+                log(f"rates: {agent}: {rate} calls/s: engine {row['cores']['clickhouse']:.3f} cores, collector "
+                    f"{row['cores']['collector']:.3f}, {agent} {row['cores'][agent]:.3f}"
                     + (f", jaeger {row['cores']['jaeger']:.3f}" if with_spans else "")
                     + f"; {row['rows_in_window']:,} rows in the window, {lag:,} behind at its end ({waiting}); "
                     f"engine threads {dict(list(by_thread.items())[:6])}; events {row['engine_events']}")
@@ -582,7 +661,7 @@ def run_rates(rates: list[int], seconds: float, warmup_s: float, with_spans: boo
                      lambda: count(settings, "SELECT count() FROM wirelens.requests FINAL"),
                      lambda seen: seen >= total_written, timeout_s=120, interval_s=0.5)
         except WaitTimeout as short:
-            raise Broken(f"rates: {short.last_seen:,} of {total_written:,} calls in wirelens.requests FINAL "
+            raise Broken(f"rates ({agent}): {short.last_seen:,} of {total_written:,} calls in wirelens.requests FINAL "
                          f"120 s after the last rate; logs in {base / 'logs'}") from None
         result["calls_written"] = total_written
         if spans:  # the hand-encoded spans must have been read as spans: a broken encoding fails here
@@ -598,7 +677,7 @@ def run_rates(rates: list[int], seconds: float, warmup_s: float, with_spans: boo
     finally:
         if spans:
             spans.close()
-        for name in ("logship", "collector", "jaeger", "clickhouse"):
+        for name in (AGENTS[agent], "collector", "jaeger", "clickhouse"):
             stack.stop(name, settings)
         shutil.rmtree(base, ignore_errors=True)
 
@@ -626,10 +705,11 @@ def per_day_table(results: list[dict], requests_ttl_days: int, raw_ttl_days: int
 def print_rates(rates: dict) -> None:
     rows = rates["rates"]
     idle = next((r["cores"]["clickhouse"] for r in rows if r["rate"] == 0), None)
+    agent = rates.get("agent", "logship")
     print()
-    print(f"Steady rates ({rates['seconds']:g} s each after {rates['warmup_s']:g} s of warm-up, "
+    print(f"Steady rates, agent {agent} ({rates['seconds']:g} s each after {rates['warmup_s']:g} s of warm-up, "
           f"{'with' if rates['spans'] else 'without'} the calls' spans): cores of each component")
-    names = [n for n in ("clickhouse", "collector", "logship", "jaeger") if n in rows[0]["cores"]]
+    names = [n for n in ("clickhouse", "collector", agent, "jaeger") if n in rows[0]["cores"]]
     print(f"{'calls/s':>8} " + " ".join(f"{n:>10}" for n in names)
           + f" {'engine-idle':>11} {'rec/engine-s':>12} {'behind':>7} {'inserts':>8} {'parts':>7} {'merges':>7}"
           + f" {'machine':>8}")
@@ -671,8 +751,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="smoke test: 5,000 calls, the mixed mix; rates 0 and 60, 10 s each")
     ap.add_argument("--without-rollups", action="store_true",
                     help="also run the mixed mix with the rollup views dropped: what the rollups cost ClickHouse")
+    ap.add_argument("--agents", default=",".join(AGENTS),
+                    help="what ships Envoy's access-log file, comma-separated, each run on its own stack in turn: "
+                         f"{', '.join(AGENTS)} (default: both, side by side)")
     ap.add_argument("--json", type=Path, default=JSON_OUT, help="results file")
     args = ap.parse_args(argv)
+    agents = [a for a in args.agents.split(",") if a]
+    if not agents or set(agents) - set(AGENTS):
+        ap.error(f"--agents {args.agents!r}: expected some of {', '.join(AGENTS)}")
     mixes = [m for m in args.mixes.split(",") if m]
     unknown = set(mixes) - set(MIXES)
     if unknown:
@@ -695,45 +781,70 @@ def main(argv: list[str] | None = None) -> int:
     result: dict = {"meta": {"calls": args.calls, "quick": args.quick, "host": platform.node(),
                              "cpus": os.cpu_count(), "requests_ttl_days": ttl_days,
                              "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")},
-                    "mixes": [], "rates": None, "problems": []}
+                    "agents": agents, "mixes": [], "rates": None, "rates_by_agent": {}, "problems": []}
     rc = 0
     busy0, total0 = benchlib.machine_cpu()
-    if rates:
+    for agent in agents if rates else []:
         try:
-            result["rates"] = run_rates(rates, args.seconds, args.warmup, not args.no_spans,
-                                        setup_sql=args.setup_sql)
+            result["rates_by_agent"][agent] = run_rates(rates, args.seconds, args.warmup, not args.no_spans,
+                                                        setup_sql=args.setup_sql, agent=agent)
+            result["rates"] = result["rates"] or result["rates_by_agent"][agent]  # the first agent's, as before
         except (Broken, stack.StackError) as exc:
             result["problems"].append(str(exc))
-            log(f"rates: BROKEN: {exc}")
+            log(f"rates ({agent}): BROKEN: {exc}")
             rc = 1
-    runs = [(mix, True) for mix in mixes] + ([("mixed", False)] if args.without_rollups else [])
-    for mix, rollups in runs:
+    # Each agent on the same mixes; the no-rollups run (what the views cost ClickHouse) with the first only.
+    runs = ([(mix, True, agent) for mix in mixes for agent in agents]
+            + ([("mixed", False, agents[0])] if args.without_rollups else []))
+    for mix, rollups, agent in runs:
         try:
-            result["mixes"].append(run_mix(mix, args.calls, rollups))
+            result["mixes"].append(run_mix(mix, args.calls, rollups, agent))
         except (Broken, stack.StackError) as exc:
             result["problems"].append(str(exc))
-            log(f"{mix}: BROKEN: {exc}")
+            log(f"{mix} ({agent}): BROKEN: {exc}")
             rc = 1
     busy1, total1 = benchlib.machine_cpu()
     result["meta"]["machine_busy_cores"] = round((busy1 - busy0) / max(total1 - total0, 1e-9)
                                                  * (os.cpu_count() or 1), 2)
-    result["per_day"] = per_day_table([m for m in result["mixes"] if m["rollups"]], ttl_days, RAW_LOGS_TTL_DAYS)
+    result["per_day"] = per_day_table([m for m in result["mixes"] if m["rollups"] and m["agent"] == agents[0]],
+                                      ttl_days, RAW_LOGS_TTL_DAYS)
 
-    if result["rates"]:
-        print_rates(result["rates"])
+    for agent in agents:
+        if agent in result["rates_by_agent"]:
+            print_rates(result["rates_by_agent"][agent])
+    if len(result["rates_by_agent"]) > 1:
+        print()
+        print("The agents side by side at each rate: the agent's cores, and records per agent CPU second")
+        print(f"{'calls/s':>8} " + " ".join(f"{a + ' cores':>15} {a + ' rec/CPU s':>17}" for a in result["rates_by_agent"]))
+        by_rate = {a: {r["rate"]: r for r in run["rates"]} for a, run in result["rates_by_agent"].items()}
+        for rate in rates:
+            cells = []
+            for a in result["rates_by_agent"]:
+                r = by_rate[a].get(rate)
+                cores = r["cores"][a] if r else float("nan")
+                per_s = (r["calls_written"] / r["cpu_s"][a]) if r and rate and r["cpu_s"][a] > 0 else float("nan")
+                cells.append(f"{cores:>15.3f} {per_s:>17,.0f}")
+            print(f"{rate:>8,} " + " ".join(cells))
     if result["mixes"]:
         print()
-        print(f"Ingest as shipped (logship → Collector → ClickHouse), {args.calls:,} calls per mix: "
-              "records per CPU second of each component (= records/s one core sustains)")
-        print(f"{'mix':<22} {'wall calls/s':>12} {'logship':>9} {'Collector':>10} {'ClickHouse':>11}   "
+        print(f"Ingest as shipped (agent → Collector → ClickHouse), {args.calls:,} calls per mix and agent, the file "
+              "written first: records per CPU second of each component (= records/s one core sustains), and the "
+              "agent's disk at its peak per call")
+        print(f"{'mix':<22} {'agent':<8} {'wall calls/s':>12} {'agent':>9} {'Collector':>10} {'ClickHouse':>11}   "
+              f"{'access log B/call':>17} {'agent store B/call':>18} {'Coll. queue B/call':>18}   "
               f"{'requests B/call':>15} {'otel_logs B/call':>16}")
     for r in result["mixes"]:
         per = r["ingest"]["records_per_cpu_s"]
         st = r["storage"]
+        disk = r["agent_disk"]["peak_bytes_per_call"]
         label = r["mix"] if r["rollups"] else f"{r['mix']}, no rollup views"
-        print(f"{label:<22} {r['ingest']['calls_per_s_wall']:>12,.0f} {per['logship'] or 0:>9,.0f} "
+        print(f"{label:<22} {r['agent']:<8} {r['ingest']['calls_per_s_wall']:>12,.0f} {per[r['agent']] or 0:>9,.0f} "
               f"{per['collector'] or 0:>10,.0f} {per['clickhouse'] or 0:>11,.0f}   "
+              f"{disk['access_log']:>17.1f} {disk['agent_storage']:>18.1f} {disk['collector_queue']:>18.1f}   "
               f"{st['wirelens.requests']['bytes_per_call']:>15.1f} {st['otel.otel_logs']['bytes_per_call']:>16.1f}")
+    if result["mixes"]:
+        print("(agent store: logship's checkpoint; filelog's file_storage: offsets and its exporter's persistent "
+              "queue, a second copy of what it read; Coll. queue: the Collector's persistent queues)")
     if result["per_day"]:
         print()
         print(f"Disk per day, and kept: wirelens.requests for its {ttl_days} days (WIRELENS_REQUESTS_TTL_DAYS), "

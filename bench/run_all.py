@@ -123,15 +123,17 @@ def ingest_summary(data: dict) -> list[str]:
             lines.append(f"engine idle: {r['cores']['clickhouse']:.3f} cores")
             continue
         above = f" ({r['cores']['clickhouse'] - idle:.3f} above idle)" if idle is not None else ""
+        agent = (data.get("rates") or {}).get("agent", "logship")
         lines.append(f"{r['rate']:,} calls/s: engine {r['cores']['clickhouse']:.3f} cores{above}, "
                      f"{r['records_per_engine_cpu_s'] or 0:,.0f} rows per engine CPU s; Collector "
-                     f"{r['cores']['collector']:.3f}, logship {r['cores']['logship']:.3f}")
+                     f"{r['cores']['collector']:.3f}, {agent} {r['cores'][agent]:.3f}")
     for mix in data.get("mixes", []):
         per = mix["ingest"]["records_per_cpu_s"]
         storage = mix["storage"]
+        agent = mix.get("agent", "logship")
         label = mix["mix"] if mix.get("rollups", True) else f"{mix['mix']} (no rollup views)"
         lines.append(f"{label:<6} records per CPU second: Collector {per['collector']:,.0f}, "
-                     f"ClickHouse {per['clickhouse']:,.0f}, logship {per['logship']:,.0f}; on disk per call: "
+                     f"ClickHouse {per['clickhouse']:,.0f}, {agent} {per[agent]:,.0f}; on disk per call: "
                      f"wirelens.requests {storage['wirelens.requests']['bytes_per_call']:.0f} B, "
                      f"otel.otel_logs {storage['otel.otel_logs']['bytes_per_call']:.0f} B")
     if data.get("problems"):

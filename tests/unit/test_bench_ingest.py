@@ -91,6 +91,7 @@ def test_line_source_gives_distinct_calls():
     (["--rates=-5"], "cannot be negative"),
     (["--mixes", "foo"], "unknown foo"),
     (["--seconds", "0"], "--seconds must be positive"),
+    (["--agents", "logship,fluentbit"], "expected some of logship, filelog"),
 ])
 def test_bad_arguments_are_named(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:
