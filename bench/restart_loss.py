@@ -132,6 +132,17 @@ def logs_queue(settings: dict) -> int | None:
     return int(sum(sizes)) if sizes else None
 
 
+def collector_counters(port: int, names: tuple[str, ...]) -> dict[str, float]:
+    """Sums of the named counters on a Collector's Prometheus endpoint (an agent's own telemetry)."""
+    _, text = stack.http_get(f"http://127.0.0.1:{port}/metrics")
+    out = {name: 0.0 for name in names}
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name.removesuffix("_total") in names:
+            out[name.removesuffix("_total")] += float(line.rsplit(" ", 1)[1])
+    return {name: int(value) for name, value in out.items()}
+
+
 def envoy_stats(admin_port: int, prefix: str) -> dict[str, int]:
     text = urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/stats?filter=^{prefix}", timeout=30).read().decode()
     out = {}
@@ -148,7 +159,7 @@ class Shipping:
     def __init__(self, name: str, base: Path, settings: dict, run: str):
         self.name, self.dir = name, base / name
         self.dir.mkdir(parents=True)
-        self.listen, self.admin, self.agent_port = benchlib.free_ports(3)
+        self.listen, self.admin, self.agent_port, self.agent_metrics = benchlib.free_ports(4)
         self.run_id = f"{run}-{name}"
         self.processes: list[supervise.Supervised] = []
         source = self.dir / "envoy.yaml"
@@ -158,7 +169,8 @@ class Shipping:
         self.config = self.dir / "envoy-wirelens.yaml"
         flags = ["--access-log", "otlp"] if name == "otlp" else [
             "--access-log-path", str(self.dir / "logs" / "access.jsonl"), "--agent", name,
-            "--agent-config", str(self.dir / "ship.sh"), "--agent-port", str(self.agent_port)]
+            "--agent-config", str(self.dir / "ship.sh"), "--agent-port", str(self.agent_port),
+            *(["--agent-metrics-port", str(self.agent_metrics)] if name == "filelog" else [])]
         (self.dir / "logs").mkdir()
         result = subprocess.run([*programs.command("envoy.inject"), str(source), "-o", str(self.config),
                                  "--wasm", str(WASM), "--descriptor-set", str(DESCRIPTORS),
@@ -180,7 +192,8 @@ class Shipping:
                                            self.dir / "agent.log")
             self.processes.append(shipper)
             shipper.start()
-            shipper.wait_ready(supervise.http_ok(f"http://127.0.0.1:{self.agent_port}/healthz"), timeout_s=90)
+            health = f"http://127.0.0.1:{self.agent_port}/" + ("" if self.name == "filelog" else "healthz")
+            shipper.wait_ready(supervise.http_ok(health), timeout_s=90)
 
     def stop(self) -> None:
         for process in reversed(self.processes):
@@ -264,9 +277,13 @@ def one_run(paths: list[str], calls: int, rate: float, kill_after: int, down_s: 
             if path.name == "otlp":
                 entry["envoy_stats"] = envoy_stats(path.admin, OTLP_STATS)
                 entry["settled_s"] = settled
-            else:
+            elif path.name == "logship":
                 entry["agent"] = json.loads(urllib.request.urlopen(
-                    f"http://127.0.0.1:{path.agent_port}/progress", timeout=10).read()) if path.name == "logship" else {}
+                    f"http://127.0.0.1:{path.agent_port}/progress", timeout=10).read())
+            else:   # the filelog agent's own counters: what it sent, what failed
+                entry["agent_metrics"] = collector_counters(path.agent_metrics, (
+                    "otelcol_receiver_accepted_log_records", "otelcol_exporter_sent_log_records",
+                    "otelcol_exporter_send_failed_log_records", "otelcol_exporter_enqueue_failed_log_records"))
             results[path.name] = entry
         return {"run": run, "calls": calls, "rate": rate, "kill_after": kill_after, "down_s": down_s,
                 "collector_unhealthy_s": round(healthy - killed, 1), "paths": results}
@@ -327,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
                 a = r.get("agent") or {}
                 notes = (f"export_failures {a.get('export_failures')}, records_dropped {a.get('records_dropped')}"
                          if a else "")
+                if name == "filelog":
+                    notes = ", ".join(f"{k} {v}" for k, v in sorted((r.get("agent_metrics") or {}).items()))
             print(f"{name:<9} {r['answered']:>9} {r['during_outage']:>10} {r['rows']:>6} {r['lost']:>6} "
                   f"{r['lost_pct']:>6.1f}%  {notes}")
             if name != "otlp" and r["lost"]:

@@ -46,6 +46,14 @@ class Agent:
     environment: dict[str, str]
     notes: list[str]
 
+    @property
+    def health_url(self) -> str:
+        """Where the agent answers 200 once it runs (logship's /healthz, the Collector's health_check)."""
+        listen = self.environment.get("WIRELENS_LOG_AGENT_HEALTH_PORT")
+        if listen:
+            return f"http://127.0.0.1:{listen}/"
+        return f"http://{self.argv[self.argv.index('-listen') + 1]}/healthz"
+
     def command_line(self) -> str:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.environment.items())
         return (env + " " if env else "") + " ".join(shlex.quote(a) for a in self.argv)

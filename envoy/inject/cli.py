@@ -144,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     ship.add_argument("--agent-port", type=_port, default=agent.DEFAULT_AGENT_PORT, metavar="PORT",
                       help="the agent's health endpoint on 127.0.0.1 (logship: /healthz and /progress; default "
                            "%(default)s)")
+    ship.add_argument("--agent-metrics-port", type=_port, metavar="PORT",
+                      help="with --agent filelog: the agent Collector's own metrics on 127.0.0.1 (default: "
+                           "--agent-port + 1)")
     ship.add_argument("--access-log-rotate-bytes", type=_size, default=agent.DEFAULT_ROTATE_BYTES, metavar="N",
                       help="the agent renames the file at N bytes once it shipped it all and has Envoy reopen it "
                            "(POST /reopen_logs on the bootstrap's admin); 0: never (default %(default)s)")
@@ -203,7 +206,8 @@ def options_from(args: argparse.Namespace) -> Options:
         wasm=wasm, collector_host=args.collector[0], collector_port=args.collector[1],
         access_log=args.access_log,
         access_log_path=str(Path(path).resolve()) if args.access_log == "file" else None,
-        agent=args.agent, agent_port=args.agent_port, rotate_bytes=rotate, max_bytes=cap,
+        agent=args.agent, agent_port=args.agent_port, agent_metrics_port=args.agent_metrics_port,
+        rotate_bytes=rotate, max_bytes=cap,
         service_name=args.service_name, trace_sampling=args.trace_sampling, sample_rate=args.sample_rate,
         grpc_message_bytes=args.grpc_message_bytes, counterfactual_rate=args.counterfactual_rate,
         counterfactual_max_bytes=args.counterfactual_max_bytes,

@@ -69,6 +69,7 @@ class Options:
     access_log_path: str | None = None
     agent: str = "logship"            # what ships the file (agent.AGENTS)
     agent_port: int = 13135           # the agent's /healthz (logship: and /progress) on 127.0.0.1
+    agent_metrics_port: int | None = None  # filelog: the agent Collector's own metrics (None: agent_port + 1)
     rotate_bytes: int = 64 << 20      # the agent rotates the file at this size (0: never)
     max_bytes: int = 1 << 30          # the agent's cap on the file and its unshipped rotations (0: none)
     service_name: str = "wirelens-envoy"

@@ -686,3 +686,35 @@ def test_no_cap_and_no_rotation_when_asked(tmp_path, wasm, capsys):
                        capsys)
     assert code == 0, err
     assert "-listen 127.0.0.1:14000" in err and "-rotate-bytes" not in err
+
+
+def test_agent_filelog_renders_the_agent_collector_and_says_what_it_does_not_do(tmp_path, wasm, capsys):
+    source = tmp_path / "envoy.yaml"
+    source.write_text("node: { id: edge-1, cluster: edge }\n" + with_admin(FRONT_PROXY))
+    script = tmp_path / "ship.sh"
+    access = tmp_path / "access.jsonl"
+    code, _, err = run([str(source), "--wasm", str(wasm), "--access-log-path", str(access), "--agent", "filelog",
+                        "--agent-config", str(script), "--collector", "otel.example:4317", "--agent-port", "14000"],
+                       capsys)
+    assert code == 0, err
+    assert "filelog neither rotates Envoy's file nor caps its disk use" in err
+    printenv = tmp_path / "printenv"
+    printenv.write_text('#!/bin/sh\nenv | grep ^WIRELENS_ | sort\nprintf "%s\\n" "$@"\n')
+    printenv.chmod(0o755)
+    shown = subprocess.run(["sh", str(script)], env={"OTELCOL": str(printenv), "PATH": "/usr/bin:/bin"},
+                           capture_output=True, text=True, timeout=30, check=True).stdout.splitlines()
+    assert shown == [
+        f"WIRELENS_ACCESS_LOG={access}", "WIRELENS_ACCESS_LOG_CLUSTER_NAME=edge", "WIRELENS_ACCESS_LOG_NODE_NAME=edge-1",
+        "WIRELENS_ACCESS_LOG_SERVICE_NAME=wirelens-envoy", "WIRELENS_COLLECTOR_OTLP_PORT=4317",
+        "WIRELENS_LOG_AGENT_HEALTH_PORT=14000", "WIRELENS_LOG_AGENT_METRICS_PORT=14001",
+        f"WIRELENS_LOG_AGENT_STORAGE_DIR={access}.filelog-storage",
+        "--config", str(ROOT / "collector" / "filelog-agent.yaml"),
+        "--config", "yaml:exporters::otlp_grpc::endpoint: otel.example:4317",
+        "--feature-gates=stanza.synchronousLogEmitter"], shown
+    # Our Collector accepts exactly that command line (when it is built).
+    collector = ROOT / "bin" / "otelcol-wirelens"
+    if collector.exists():
+        env = dict(line.split("=", 1) for line in shown if line.startswith("WIRELENS_"))
+        result = subprocess.run([str(collector), "validate", *shown[len(env):]], env={**env, "PATH": "/usr/bin:/bin"},
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr[-2000:]
