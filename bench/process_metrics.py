@@ -22,11 +22,15 @@ the error of the scraper's unaligned ticks small (ClickHouse stores whole
 seconds: a hostmetrics point stored at T was read up to 1 s after T).
 
 Per component and per source: the CPU seconds (user + system, each process
-its value at the last point <= T1 minus at the last point <= T0, summed over
-the component's processes) and the RSS at T1 (summed), and which pids each
-source counted. Agreement: CPU within max(--cpu-abs s, --cpu-rel) and RSS
+over the whole seconds both sources cover, summed over the component's
+processes) and the RSS at T1 (summed), and which pids each source counted.
+Agreement: CPU within max(--cpu-abs s, --cpu-rel, the phase bound) and RSS
 within max(--rss-abs MiB, --rss-rel) of procmetrics', per component, over
-the pids procmetrics counted; pids only hostmetrics counted (another stack's
+the pids procmetrics counted. The phase bound: the sources read a process
+at different moments of a second, so at each end of a process's span they
+may differ by what it spent in that second (its fastest rate within a
+second of that end, in either source, + a tick per state); small at idle
+ends, up to a core-second at a restarted process's start-up or kill; pids only hostmetrics counted (another stack's
 process with the same command line, e.g. Jaeger's) are listed, not added.
 Prints the table, writes build/bench/process_metrics.json; exit 0 when every
 component agrees, 1 when one does not or something broke.
@@ -137,6 +141,7 @@ def compare(cpu: list[tuple], rss: list[tuple], t0: int, t1: int, args) -> dict:
         spans.setdefault((component, pid), {})[source] = (t0 if first <= t0 else first, min(last, t1))
     cpu_s: dict[tuple[str, str], dict[int, float]] = {}
     covered: dict[tuple[str, int], tuple[int, int]] = {}
+    phase_bound: dict[str, dict[int, float]] = {}
     for (source, component, pid, state), series in by_series.items():
         per_source = spans[(component, pid)]
         lo = max(lo for lo, _ in per_source.values())
@@ -146,6 +151,26 @@ def compare(cpu: list[tuple], rss: list[tuple], t0: int, t1: int, args) -> dict:
         covered[(component, pid)] = (lo, hi)
         per_pid = cpu_s.setdefault((source, component), {})
         per_pid[pid] = per_pid.get(pid, 0.0) + value_at(series, hi) - value_at(series, lo)
+    # The two sources read a process at different moments of the same second (procmetrics just after
+    # it starts, the scraper anywhere in it): at each end of a span they differ by at most what the
+    # process spent in that second, bounded here by its fastest rate, in either source, between points
+    # within a second of that end (a process killed there has no point after it). Idle ends make it
+    # small; a process started or killed inside the window has a busy end.
+    totals: dict[tuple, dict[int, float]] = {}
+    for (source, component, pid, _), series in by_series.items():
+        total = totals.setdefault((source, component, pid), {})
+        for t, v in series:
+            total[t] = total.get(t, 0.0) + v
+    for (component, pid), (lo, hi) in covered.items():
+        bound = 0.02  # a clock tick per state
+        for end in (lo, hi):
+            rates = [0.0]
+            for source in SCOPES:
+                pts = sorted(totals.get((source, component, pid), {}).items())
+                rates += [(v2 - v1) / (t2 - t1) for (t1, v1), (t2, v2) in zip(pts, pts[1:])
+                          if end - 1 <= t1 and t2 <= end + 1 and t2 > t1]
+            bound += max(rates)
+        phase_bound.setdefault(component, {})[pid] = bound
     rss_by: dict[tuple[str, str], dict[int, float]] = {}
     rss_series: dict[tuple, list[tuple[int, float]]] = {}
     for source, component, pid, _, t, v in rss:
@@ -170,7 +195,8 @@ def compare(cpu: list[tuple], rss: list[tuple], t0: int, t1: int, args) -> dict:
                "rss_mib_hostmetrics": round(sum(h_rss.get(p, 0.0) for p in pids) / MIB, 1)}
         row["cpu_diff_s"] = round(row["cpu_s_hostmetrics"] - row["cpu_s_procmetrics"], 3)
         row["rss_diff_mib"] = round(row["rss_mib_hostmetrics"] - row["rss_mib_procmetrics"], 1)
-        cpu_tol = max(args.cpu_abs, args.cpu_rel * row["cpu_s_procmetrics"])
+        row["cpu_phase_bound_s"] = round(sum(phase_bound.get(component, {}).values()), 3)
+        cpu_tol = max(args.cpu_abs, args.cpu_rel * row["cpu_s_procmetrics"], row["cpu_phase_bound_s"])
         rss_tol = max(args.rss_abs, args.rss_rel * row["rss_mib_procmetrics"])
         row["cpu_tolerance_s"], row["rss_tolerance_mib"] = round(cpu_tol, 3), round(rss_tol, 1)
         problems = []

@@ -4,7 +4,7 @@ The hostmetrics receiver's process scraper picks processes by executable name
 only (`include.names`), and knows nothing of pid files or process groups. So
 this renders, for one local stack (its settings), a second --config file:
 
-- `receivers::hostmetrics::scrapers::process::include`: the executable names of
+- `receivers::host_metrics::scrapers::process::include`: the executable names of
   the stack's commands (strict), so the scraper reads only those processes;
 - `transform/hostmetrics_stack`: resource `service.name` = the component whose
   command line (as the stack started it, `deploy/local/components.py`) equals
@@ -91,7 +91,7 @@ def render(settings: dict[str, str], binary: Path | None = None) -> str:
         statements.append(f'set(resource.attributes["service.name"], {ottl_string(component)}) where {condition}')
     lines = ["# Rendered by collector/hostmetrics.py for one stack; do not edit.",
              "receivers:",
-             "  hostmetrics:",
+             "  host_metrics:",
              "    scrapers:",
              "      process:",
              "        include:",

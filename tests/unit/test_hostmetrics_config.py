@@ -72,7 +72,7 @@ def test_quotes_and_backslashes_survive_yaml_and_ottl(settings, monkeypatch):
 
 
 def test_include_names_are_the_commands_executables(settings):
-    include = rendered(settings)["receivers"]["hostmetrics"]["scrapers"]["process"]["include"]
+    include = rendered(settings)["receivers"]["host_metrics"]["scrapers"]["process"]["include"]
     assert include["match_type"] == "strict"
     assert {"envoy", "otelcol-wirelens", "logship", "procmetrics", "rest-server", "grpc-server",
             "jaeger"} <= set(include["names"]), include
@@ -81,7 +81,7 @@ def test_include_names_are_the_commands_executables(settings):
 def test_the_static_file_uses_the_rendered_processor_and_drops_the_rest(settings):
     static = YAML(typ="safe").load((ROOT / "collector" / "hostmetrics.yaml").read_text())
     pipeline = static["service"]["pipelines"]["metrics"]
-    assert pipeline["receivers"] == ["hostmetrics"]
+    assert pipeline["receivers"] == ["host_metrics"]
     assert pipeline["processors"][0] == "transform/hostmetrics_stack"  # names first, then the filter drops
     assert "transform/hostmetrics_stack" in rendered(settings)["processors"]
     assert all(p in static["processors"] for p in pipeline["processors"][1:])
