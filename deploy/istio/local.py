@@ -7,6 +7,7 @@
     python -m deploy.istio.local render             write the resources and the mesh config, start nothing
     python -m deploy.istio.local set-sample-rate R  rewrite the WasmPlugins on disk: istiod pushes, Envoy applies, live
     python -m deploy.istio.local filters            the HTTP filters of the gateway's listeners, in Envoy's order
+    python -m deploy.istio.local demo               50 calls of each protocol through the gateway, then their rows
 
 No Kubernetes: istiod's own translation (pilot/test/xds, in bin/istiod-harness,
 `make istiod-harness`) reads the resources from a directory it watches and
@@ -66,6 +67,7 @@ from deploy.istio import render
 from deploy.kubernetes.images import wasm_image
 from deploy.local import stack
 from envoy import plugin_settings, wiring
+from wirelens_helpers.wait import WaitTimeout, wait_for
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -659,9 +661,39 @@ def status(settings: dict[str, str], log: Callable[[str], None] = print) -> bool
     return healthy
 
 
+def demo(settings: dict[str, str], calls: int = 50, log: Callable[[str], None] = print) -> None:
+    """Calls of every protocol through the gateway (bin/loadgen; REST also through the transcoding port,
+    recorded as rest-transcoded), then each protocol's row count and bytes from ClickHouse."""
+    run_id = f"istio-demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    main_port, transcode_port = settings["WIRELENS_ISTIO_PORT"], settings["WIRELENS_ISTIO_TRANSCODE_PORT"]
+    runs = [(protocol, main_port) for protocol in ("rest", "rest-proto", "grpc", "grpc-web", "grpc-web-text")]
+    for protocol, port in [*runs, ("rest", transcode_port)]:
+        target = f"127.0.0.1:{port}"
+        result = subprocess.run([str(stack.BIN / "loadgen"), "-target", target, "-protocol", protocol,
+                                 "-operation", "hello.SayHello", "-n", str(calls), "-run-id", run_id,
+                                 "-timeout", "60s"], capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            raise StackError(f"loadgen {protocol} through {target}: {result.stderr.strip()[-500:]}")
+        log(f"  {protocol:<14} {calls} calls through {target}")
+    want = calls * (len(runs) + 1)
+    count = f"SELECT count() FROM wirelens.requests FINAL WHERE run_id = '{run_id}'"
+    try:
+        seen = wait_for("the gateway's calls as rows", lambda: int(stack.clickhouse_query(settings, count).strip() or 0),
+                        lambda n: n >= want, timeout_s=60, interval_s=0.5)
+    except WaitTimeout as exc:
+        seen = exc.last_seen  # shown as "N of M calls" below
+    table = stack.clickhouse_query(settings, (
+        f"SELECT protocol, count() AS calls, round(avg(request_body_bytes)) AS request_bytes, "
+        f"round(avg(response_body_bytes)) AS response_bytes, quantile(0.5)(duration_us) AS p50_us "
+        f"FROM wirelens.requests FINAL WHERE run_id = '{run_id}' GROUP BY protocol ORDER BY protocol "
+        f"FORMAT PrettyCompactMonoBlock"))
+    log(f"run {run_id}: {seen} of {want} calls in wirelens.requests\n{table}")
+    log(f"report: bin/wirelens report --run {run_id}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["up", "down", "status", "render", "set-sample-rate", "filters"])
+    parser.add_argument("command", choices=["up", "down", "status", "render", "set-sample-rate", "filters", "demo"])
     parser.add_argument("value", nargs="?", help="for set-sample-rate: the rate, in [0, 1]")
     args = parser.parse_args(argv)
     if (args.command == "set-sample-rate") != (args.value is not None):
@@ -688,6 +720,8 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(str(exc))
             for path in set_sample_rate(settings, rate):
                 print(path)
+        elif args.command == "demo":
+            demo(settings)
         elif args.command == "filters":
             for variable in ("WIRELENS_ISTIO_PORT", "WIRELENS_ISTIO_TRANSCODE_PORT"):
                 print(f"{variable}={settings[variable]}:")
