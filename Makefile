@@ -303,7 +303,7 @@ test-e2e: bootstrap browser bench-tools native-probe ## end-to-end: the whole st
 
 BENCH_ARGS ?=
 
-.PHONY: bench bench-ingest bench-envoy-kill bench-queries bench-filter bench-instructions bench-probes bench-tools filter-empty
+.PHONY: bench bench-ingest bench-envoy-kill bench-restart-loss bench-queries bench-filter bench-instructions bench-probes bench-tools filter-empty
 bench-tools: ## wrk, h2load, nghttp from Debian (apt-get install wrk nghttp2-client; root)
 	@bench/install-tools
 
@@ -326,6 +326,9 @@ bench-ingest: venv proto collector jaeger services ## engine CPU at 0/60/600/300
 
 bench-envoy-kill: venv proto filter collector jaeger services ## calls lost from Envoy's access-log buffer when Envoy is SIGKILLed, per flush interval
 	@$(PY) -m bench.envoy_kill $(BENCH_ARGS)
+
+bench-restart-loss: venv proto filter collector jaeger services ## calls each record path loses across a 5 s Collector restart: Envoy's OTel access logger vs file + logship vs file + filelog
+	@$(PY) -m bench.restart_loss $(BENCH_ARGS)
 
 .PHONY: soak
 soak: venv proto filter collector jaeger services ## every protocol and shape for SOAK_MINUTES (10) while Collector, logship, ClickHouse engine are SIGKILLed: calls = rows, RSS per component (build/soak/soak.html)
