@@ -30,12 +30,13 @@ the pids procmetrics counted. The phase bound: the sources read a process
 at different moments of a second, so at each end of a process's span they
 may differ by what it spent in that second (its fastest rate within a
 second of that end, in either source, + a tick per state); small at idle
-ends, up to a core-second at a restarted process's start-up or kill; pids only hostmetrics counted (another stack's
-process with the same command line, e.g. Jaeger's) are listed, not added.
+ends, up to a core-second at a restarted process's start-up or kill. Pids
+only hostmetrics counted (another stack's process with the same command
+line, e.g. Jaeger's) are listed, not added.
 Prints the table, writes build/bench/process_metrics.json; exit 0 when every
 component agrees, 1 when one does not or something broke.
 
-    python -m bench.process_metrics [--calls 3000] [--keep]
+    python -m bench.process_metrics [--calls 3000] [--outage 5] [--keep] [--binary bin/otelcol-wirelens]
 """
 
 from __future__ import annotations
