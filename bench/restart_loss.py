@@ -143,6 +143,13 @@ def collector_counters(port: int, names: tuple[str, ...]) -> dict[str, float]:
     return {name: int(value) for name, value in out.items()}
 
 
+def agent_counters(port: int, names: tuple[str, ...]) -> dict:
+    try:
+        return collector_counters(port, names)
+    except OSError as exc:
+        return {"error": f"the agent's metrics: {exc}"}
+
+
 def envoy_stats(admin_port: int, prefix: str) -> dict[str, int]:
     text = urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/stats?filter=^{prefix}", timeout=30).read().decode()
     out = {}
@@ -202,16 +209,31 @@ class Shipping:
 
 def one_run(paths: list[str], calls: int, rate: float, kill_after: int, down_s: float, deadline_s: float,
             keep: bool) -> dict:
+    """The measurement on a local stack of its own (free ports, a temporary directory), torn down after."""
     base = Path(tempfile.mkdtemp(prefix="wirelens-restart-loss-"))
     ports = [name for name in stack.load_settings({}) if name.endswith("_PORT")]
     environ = dict(zip(ports, map(str, benchlib.free_ports(len(ports)))))
     environ.update(WIRELENS_STATE_DIR=str(base / "stack"), WIRELENS_ENVOY_CONCURRENCY="1")
     settings = stack.load_settings(environ)
-    run = f"restart-loss-{uuid.uuid4().hex[:8]}"
-    shipping: list[Shipping] = []
     try:
         log(f"local stack on free ports in {base}")
         stack.up(settings, log=lambda line: None)
+        return measure(settings, base, paths, calls, rate, kill_after, down_s, deadline_s)
+    finally:
+        stack.down(settings, log=lambda line: None)
+        if keep:
+            log(f"kept {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def measure(settings: dict, base: Path, paths: list[str], calls: int, rate: float, kill_after: int, down_s: float,
+            deadline_s: float) -> dict:
+    """The measurement on a running local stack (its Collector is killed and started again); the Envoys and
+    agents live in base and are stopped before it returns."""
+    run = f"restart-loss-{uuid.uuid4().hex[:8]}"
+    shipping: list[Shipping] = []
+    try:
         for name in paths:
             shipping.append(Shipping(name, base, settings, run))
         for path in shipping:
@@ -254,10 +276,13 @@ def one_run(paths: list[str], calls: int, rate: float, kill_after: int, down_s: 
             except WaitTimeout as exc:
                 log(f"{path.name}: {exc}")
         otlp = next((p for p in shipping if p.name == "otlp"), None)
-        settled = None
+        settled, otlp_stats = None, {}
         if otlp is not None:
             # The OTLP path can never reach every call: it has settled once a marker sent after the load is in
             # (Envoy flushed everything it had after the restart) and the Collector's logs queue is empty.
+            # Envoy's counters of the run's records, before the marker adds its own (every record of the load
+            # was written or dropped within Envoy's 0.2 s buffer, long before: the durable paths drained first).
+            otlp_stats = envoy_stats(otlp.admin, OTLP_STATS)
             marker = Traffic(otlp.listen, f"{otlp.run_id}-marker", 1, 1.0, time.monotonic())
             marker.run()
             started = time.monotonic()
@@ -275,13 +300,16 @@ def one_run(paths: list[str], calls: int, rate: float, kill_after: int, down_s: 
             entry = {"calls": t.n, "answered": t.answered, "during_outage": t.during_outage, "rows": landed,
                      "lost": t.answered - landed, "lost_pct": round(100.0 * (t.answered - landed) / t.answered, 1)}
             if path.name == "otlp":
-                entry["envoy_stats"] = envoy_stats(path.admin, OTLP_STATS)
+                entry["envoy_stats"] = otlp_stats     # the load's records, without the marker's
                 entry["settled_s"] = settled
             elif path.name == "logship":
-                entry["agent"] = json.loads(urllib.request.urlopen(
-                    f"http://127.0.0.1:{path.agent_port}/progress", timeout=10).read())
+                try:
+                    entry["agent"] = json.loads(urllib.request.urlopen(
+                        f"http://127.0.0.1:{path.agent_port}/progress", timeout=10).read())
+                except OSError as exc:   # the agent died: its rows say what that cost
+                    entry["agent"] = {"error": f"logship's /progress: {exc}"}
             else:   # the filelog agent's own counters: what it sent, what failed
-                entry["agent_metrics"] = collector_counters(path.agent_metrics, (
+                entry["agent_metrics"] = agent_counters(path.agent_metrics, (
                     "otelcol_receiver_accepted_log_records", "otelcol_exporter_sent_log_records",
                     "otelcol_exporter_send_failed_log_records", "otelcol_exporter_enqueue_failed_log_records"))
             results[path.name] = entry
@@ -290,11 +318,6 @@ def one_run(paths: list[str], calls: int, rate: float, kill_after: int, down_s: 
     finally:
         for path in shipping:
             path.stop()
-        stack.down(settings, log=lambda line: None)
-        if keep:
-            log(f"kept {base}")
-        else:
-            shutil.rmtree(base, ignore_errors=True)
 
 
 def available_paths() -> list[str]:

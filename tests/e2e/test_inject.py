@@ -471,3 +471,29 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, mo
     background_rows = int(rows(settings, f"SELECT count() FROM wirelens.requests FINAL "
                                          f"WHERE run_id = '{run}-background'")[0][0])
     assert 0 < background_rows <= background.sent
+
+
+# ---------------------------------------------------------------- the default path across a Collector restart
+
+
+def test_default_path_loses_no_call_across_a_collector_restart_the_otlp_logger_does(local_stack, tmp_path):
+    """inject's default (the file access log + the logship script it writes) against --access-log otlp, at once,
+    through one Collector SIGKILL and restart (bench/restart_loss.py's measurement, bounded): every call of the
+    default path is a row; the OTLP path's missing rows are the records Envoy dropped while the Collector was down
+    (its logs_dropped; a few it had written onto the stream the kill cut would be lost too: none in the runs so far)."""
+    from bench import restart_loss   # noqa: PLC0415
+
+    result = restart_loss.measure(local_stack, tmp_path, ["otlp", "logship"], calls=400, rate=40.0, kill_after=100,
+                                  down_s=3.0, deadline_s=150.0)
+    durable, otlp = result["paths"]["logship"], result["paths"]["otlp"]
+    print(json.dumps(result, indent=2))
+    assert durable["answered"] == otlp["answered"] == 400, result
+    assert durable["rows"] == 400, f"the default path lost {durable['lost']} of 400 calls: {durable}"
+    assert durable["agent"]["export_failures"] > 0, f"logship never saw the Collector down: {durable['agent']}"
+    stats = {key.rsplit(".", 1)[1]: value for key, value in otlp["envoy_stats"].items()}
+    assert otlp["settled_s"] is not None, f"the OTLP path never settled: {otlp}"
+    assert stats["logs_dropped"] > 0, f"Envoy's OTel access logger dropped nothing while the Collector was down: {otlp}"
+    in_flight = stats["logs_written"] - otlp["rows"]
+    assert otlp["rows"] + stats["logs_dropped"] + in_flight == 400 and 0 <= in_flight <= 20, (
+        f"OTLP path: {otlp['rows']} rows + {stats['logs_dropped']} dropped by Envoy + {in_flight} written but lost "
+        f"!= 400 calls: {otlp}")
