@@ -303,7 +303,7 @@ test-e2e: bootstrap browser bench-tools native-probe ## end-to-end: the whole st
 
 BENCH_ARGS ?=
 
-.PHONY: bench bench-ingest bench-envoy-kill bench-restart-loss bench-queries bench-filter bench-instructions bench-probes bench-tools filter-empty
+.PHONY: bench bench-ingest bench-envoy-kill bench-restart-loss bench-process-metrics bench-queries bench-filter bench-instructions bench-probes bench-tools filter-empty
 bench-tools: ## wrk, h2load, nghttp from Debian (apt-get install wrk nghttp2-client; root)
 	@bench/install-tools
 
@@ -321,11 +321,14 @@ bench-instructions: venv filter native filter-empty proto services bench-tools #
 bench-probes: venv filter filter-empty proto bench-tools rust-target ## what each kind of proxy-wasm host call costs Envoy (filters/empty probes next to the empty filter)
 	@$(PY) -m bench.filter_cost --no-build --probes --loads wrk $(BENCH_ARGS)
 
-bench-ingest: venv proto collector jaeger services ## engine CPU at 0/60/600/3000 calls/s and records per core-second at 3000/s, then a bulk run: CPU per Collector/ClickHouse core and disk per call, as shipped, ~5 min (BENCH_ARGS="--rates 0,60 --seconds 30", "--calls N", "--quick")
+bench-ingest: venv proto collector jaeger services ## engine CPU at 0/60/600/3000 calls/s, then a bulk run: records per CPU second of each component and disk per call, for logship and the filelog agent side by side (records per agent CPU second, the agent's access log + storage per call), ~12 min (BENCH_ARGS="--rates 0,60 --seconds 30", "--calls N", "--quick", "--agents logship")
 	@$(PY) -m bench.ingest $(BENCH_ARGS)
 
 bench-envoy-kill: venv proto filter collector jaeger services ## calls lost from Envoy's access-log buffer when Envoy is SIGKILLed, per flush interval
 	@$(PY) -m bench.envoy_kill $(BENCH_ARGS)
+
+bench-process-metrics: venv proto filter collector jaeger services ## procmetrics and the Collector's hostmetrics receiver side by side in one run (a stack, 2x3000 calls, the Collector and the ClickHouse engine killed): CPU s and RSS per component from each, and where they cannot agree, ~2 min
+	@$(PY) -m bench.process_metrics $(BENCH_ARGS)
 
 bench-restart-loss: venv proto filter collector jaeger services ## calls each record path loses across a 5 s Collector restart: Envoy's OTel access logger vs file + logship vs file + filelog
 	@$(PY) -m bench.restart_loss $(BENCH_ARGS)
