@@ -139,7 +139,7 @@ def test_records_are_identical_to_logships(filelog_stack, tmp_path):
         assert not differ, f"request {request_id}: otel.otel_logs columns differ between filelog and logship: {differ}"
     # wirelens.requests (the view's rows, before any merge collapses them): equal as well.
     out = stack.clickhouse_query(settings, f"SELECT * FROM wirelens.requests WHERE run_id = '{run_id}' "
-                                           "SETTINGS do_not_merge_across_partitions_select_final = 0 FORMAT JSONEachRow")
+                                           "FORMAT JSONEachRow")
     views: dict[str, set[str]] = {}
     for line in out.splitlines():
         row = json.loads(line)
