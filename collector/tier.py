@@ -133,15 +133,23 @@ def kill(tier: Tier, name: str) -> str:
     return outcome
 
 
+def shipper_name(settings: dict[str, str]) -> str:
+    """The stack's component that ships Envoy's access-log file: logship, or with
+    WIRELENS_LOG_SHIPPER=filelog the filelog log agent (collector/filelog-agent.yaml)."""
+    return "log-agent" if settings.get("WIRELENS_LOG_SHIPPER") == "filelog" else "logship"
+
+
 def _restart_logship(settings: dict[str, str]) -> None:
-    stack.stop("logship", settings)
-    stack.start(stack.BY_NAME["logship"], settings)
+    """Restart the shipper (logship or the filelog log agent) with these settings (its Collector OTLP port)."""
+    name = shipper_name(settings)
+    stack.stop(name, settings)
+    stack.start(stack.BY_NAME[name], settings)
 
 
 def up(tier: Tier, log=print) -> None:
     """Start the gateways, then the agent; then logship ships to the agent."""
-    if not stack.read_pid(tier.stack_settings, "logship"):
-        raise stack.StackError("logship is not running: start the local stack first (`make up`)")
+    if not stack.read_pid(tier.stack_settings, shipper_name(tier.stack_settings)):
+        raise stack.StackError(f"{shipper_name(tier.stack_settings)} is not running: start the local stack first (`make up`)")
     for name, settings in tier.members.items():  # fail before anything starts, not halfway
         for variable in PORT_VARIABLES:
             stack.check_port_free(int(settings[variable]), variable, name)
@@ -157,7 +165,7 @@ def up(tier: Tier, log=print) -> None:
                     if k in s} for name, s in tier.members.items()}, indent=2))
         # logship keeps its checkpoint: it resumes where it was, now towards the agent.
         _restart_logship({**tier.stack_settings, "WIRELENS_COLLECTOR_OTLP_PORT": tier.members[AGENT]["WIRELENS_COLLECTOR_OTLP_PORT"]})
-        log(f"  {'logship':<20} now ships to the agent ({tier.otlp_endpoint(AGENT)})")
+        log(f"  {shipper_name(tier.stack_settings):<20} now ships to the agent ({tier.otlp_endpoint(AGENT)})")
     except BaseException:
         for name in reversed(started):
             stack.stop(name, tier.members[name])
@@ -170,9 +178,9 @@ def down(tier: Tier, log=print) -> None:
     A graceful stop: what the agent's or a gateway's persistent queue still holds
     stays in its storage directory and is sent at its next start.
     """
-    if stack.read_pid(tier.stack_settings, "logship"):
+    if stack.read_pid(tier.stack_settings, shipper_name(tier.stack_settings)):
         _restart_logship(tier.stack_settings)
-        log(f"  {'logship':<20} ships to the stack's Collector again")
+        log(f"  {shipper_name(tier.stack_settings):<20} ships to the stack's Collector again")
     for name in reversed(list(tier.members)):
         log(f"  {name:<20} {stack.stop(name, tier.members[name])}")
     _tier_file(tier.stack_settings).unlink(missing_ok=True)

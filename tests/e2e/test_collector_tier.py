@@ -5,7 +5,8 @@
                                          persistent queue)       (collector/config.yaml each, own persistent queue)
 
 The tier (collector/tier.py) runs beside the session's local stack on free
-ports; logship is re-pointed from the stack's Collector to the agent for this
+ports; the shipper (logship, or the filelog log agent with WIRELENS_LOG_SHIPPER=filelog: the fixture runs
+the tests for both) is re-pointed from the stack's Collector to the agent for this
 module and back afterwards. Each test sends N calls at a steady rate (REST and
 gRPC alternating), crashes one tier process mid-run, keeps the calls coming,
 starts it again (same ports, same persistent queue: what Kubernetes does when
@@ -29,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import ARTIFACTS, free_ports, rows, stack
+from tests.e2e.test_filelog import RETRYING, agent_log_count, filelog_stack  # noqa: F401  (a fixture)
 from tests.e2e.test_zero_loss import SteadyTraffic, counts
 from wirelens_helpers.wait import wait_for
 
@@ -40,9 +42,12 @@ OUTAGE_S = 5.0
 DRAIN_DEADLINE_S = 120.0
 
 
-@pytest.fixture(scope="module")
-def tier(local_stack):
-    planned = collector_tier.plan(local_stack, GATEWAYS, free_ports(3 * (GATEWAYS + 1)))
+@pytest.fixture(scope="module", params=["logship", "filelog"])
+def tier(request):
+    """The tier in front of the session's stack (logship ships), or of a stack whose filelog log agent ships
+    (WIRELENS_LOG_SHIPPER=filelog, tests/e2e/test_filelog.py's filelog_stack)."""
+    stack_settings = request.getfixturevalue("local_stack" if request.param == "logship" else "filelog_stack")
+    planned = collector_tier.plan(stack_settings, GATEWAYS, free_ports(3 * (GATEWAYS + 1)))
     lines: list[str] = []
     try:
         collector_tier.up(planned, log=lines.append)
@@ -67,6 +72,13 @@ def agent_export_failures(tier, gateway: str) -> float:
         return 0.0
     return collector_tier.metric_sum(text, "otelcol_loadbalancer_backend_outcome",
                                      endpoint=tier.otlp_endpoint(gateway), success="false")
+
+
+def shipper_failures(tier) -> float:
+    """Failed exports of the shipper: logship's count, or the filelog agent's retry log lines."""
+    if collector_tier.shipper_name(tier.stack_settings) == "logship":
+        return stack.logship_progress(tier.stack_settings)["export_failures"]
+    return agent_log_count(tier.stack_settings, RETRYING)
 
 
 def tier_state(tier, run_id: str) -> str:
@@ -128,8 +140,15 @@ def test_tier_is_wired(tier):
     text = tier.metrics_text(collector_tier.AGENT)
     # (The gauge carries no exporter label: the agent's three load_balancing exporters report the same series.)
     assert collector_tier.metric_sum(text, "otelcol_loadbalancer_num_backends", resolver="static") == GATEWAYS, text
-    args = Path(f"/proc/{stack.read_pid(tier.stack_settings, 'logship')}/cmdline").read_bytes().split(b"\0")
-    assert tier.otlp_endpoint(collector_tier.AGENT).encode() in args, args
+    shipper = collector_tier.shipper_name(tier.stack_settings)
+    pid = stack.read_pid(tier.stack_settings, shipper)
+    if shipper == "logship":
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert tier.otlp_endpoint(collector_tier.AGENT).encode() in args, args
+    else:  # the filelog agent's exporter reads its endpoint's port from its environment
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        port = tier.members[collector_tier.AGENT]["WIRELENS_COLLECTOR_OTLP_PORT"]
+        assert f"WIRELENS_COLLECTOR_OTLP_PORT={port}".encode() in env, [e for e in env if b"OTLP_PORT" in e]
 
 
 def test_gateway_killed_mid_run_every_call_is_one_row(tier):
@@ -193,14 +212,14 @@ def test_agent_killed_mid_run_every_call_is_one_row(tier):
     """The agent's persistent queue: records it acknowledged to logship but had not yet passed on survive kill -9."""
     settings, run_id = tier.stack_settings, f"e2e-tier-agent-{uuid.uuid4().hex[:8]}"
     n, rate = 600, 40.0
-    before = stack.logship_progress(settings)["export_failures"]
+    before = shipper_failures(tier)
     traffic = SteadyTraffic(settings, run_id, n, rate).start()
     try:
         traffic.wait_until_sent(n // 4)
         collector_tier.kill(tier, collector_tier.AGENT)
         killed_at, killed_t = traffic.sent, time.monotonic()
-        wait_for("logship failing to export to the dead agent",
-                 lambda: stack.logship_progress(settings)["export_failures"] > before, timeout_s=15)
+        wait_for(f"{collector_tier.shipper_name(settings)} failing to export to the dead agent",
+                 lambda: shipper_failures(tier) > before, timeout_s=15)
         while time.monotonic() - killed_t < 3.0:  # the outage itself: calls keep coming
             time.sleep(0.2)
     finally:
