@@ -236,6 +236,9 @@ def print_table(result: dict) -> None:
           f"(SIGKILL, restarted by its supervisor); envoy's points inside the outage's "
           f"{f['points_in_collector_outage']['seconds']} whole seconds: procmetrics "
           f"{f['points_in_collector_outage']['procmetrics']}, hostmetrics {f['points_in_collector_outage']['hostmetrics']}")
+    w = result["seconds_with_points"]
+    print(f"envoy's points in the window's {w['seconds']} whole seconds: procmetrics {w['procmetrics']}, "
+          f"hostmetrics {w['hostmetrics']}")
 
 
 def engine_pid(settings: dict[str, str]) -> int | None:
@@ -295,6 +298,13 @@ def outage_points(cpu: list[tuple], down: list[float], component: str = "envoy")
     lo, hi = math.ceil(down[0]), math.floor(down[1]) - 1
     return {source: len({t for s, c, _, _, t, _ in cpu if s == source and c == component and lo <= t <= hi})
             for source in SCOPES} | {"seconds": max(0, hi - lo + 1)}
+
+
+def seconds_with_points(cpu: list[tuple], t0: int, t1: int, component: str = "envoy") -> dict[str, int]:
+    """How many of the window's whole seconds each source has a point of `component` for (ClickHouse keeps whole
+    seconds: two scrapes near a second's boundary can land in one second and leave the next without)."""
+    return {source: len({t for s, c, _, _, t, _ in cpu if s == source and c == component and t0 <= t <= t1})
+            for source in SCOPES} | {"seconds": t1 - t0 + 1}
 
 
 def run_load(settings: dict[str, str], run_id: str, calls: int, loads: list[tuple]) -> None:
@@ -382,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
                                            else "otel_metrics_sum" if any(p[0] == "hostmetrics" for p in summed)
                                            else "none")
         result["faults"]["points_in_collector_outage"] = outage_points(cpu, result["faults"]["collector_down"])
+        result["seconds_with_points"] = seconds_with_points(cpu, t0, t1)
         rows = {r["component"]: r for r in result["components"]}
         for component, pids in (("collector", result["faults"]["collector_pids"]),
                                 ("clickhouse", result["faults"]["engine_pids"])):
