@@ -554,29 +554,9 @@ COMPONENTS = [
 
 
 def up(settings: dict[str, str], log: Callable[[str], None] = print) -> None:
-    components = [c for c in COMPONENTS if c.enabled(settings)]
-    for component in components:
-        if not stack.read_pid(settings, component.name):
-            for variable in component.ports:
-                stack.check_port_free(int(settings[variable]), variable, component.name)
-    started: list[str] = []
-    try:
-        for component in components:
-            pid = stack.read_pid(settings, component.name)
-            if pid:
-                log(f"  {component.name:<14} already running (pid {pid})")
-                continue
-            t0 = time.monotonic()
-            pid = stack.start(component, settings)
-            started.append(component.name)
-            log(f"  {component.name:<14} pid {pid:<7} port {component.port(settings):<6} "
-                f"ready in {time.monotonic() - t0:.1f}s")
-        log(f"  {'envoy':<14} pid {envoy_pid(settings) or '-':<7} admin {admin_url(settings)} "
-            f"(started by envoy-gateway)")
-    except BaseException:
-        for name in reversed(started):
-            stack.stop(name, settings)
-        raise
+    stack.start_all(COMPONENTS, settings, log, width=14)
+    log(f"  {'envoy':<14} pid {envoy_pid(settings) or '-':<7} admin {admin_url(settings)} "
+        f"(started by envoy-gateway)")
 
 
 def down(settings: dict[str, str], log: Callable[[str], None] = print) -> None:

@@ -602,32 +602,9 @@ COMPONENTS = [
 
 
 def up(settings: dict[str, str], log: Callable[[str], None] = print) -> None:
-    components = [c for c in COMPONENTS if c.enabled(settings)]
-    for component in components:
-        if not stack.read_pid(settings, component.name):
-            for variable in component.ports:
-                stack.check_port_free(int(settings[variable]), variable, component.name)
-    started: list[str] = []   # by us, this time: also the one being started (its process runs until stopped)
-    try:
-        for component in components:
-            pid = stack.read_pid(settings, component.name)
-            if pid:
-                log(f"  {component.name:<8} already running (pid {pid})")
-                continue
-            t0 = time.monotonic()
-            started.append(component.name)
-            try:
-                pid = stack.start(component, settings)
-            except StackError as exc:
-                if component.name == "envoy":   # say which part of readiness never came
-                    raise StackError(f"{exc}\nmissing: {what_is_missing(settings)}") from None
-                raise
-            log(f"  {component.name:<8} pid {pid:<7} port {component.port(settings):<6} "
-                f"ready in {time.monotonic() - t0:.1f}s")
-    except BaseException:
-        for name in reversed(started):
-            stack.stop(name, settings)
-        raise
+    # Say which part of readiness never came when Envoy does not get ready.
+    stack.start_all(COMPONENTS, settings, log, width=8,
+                    explain=lambda c: f"missing: {what_is_missing(settings)}" if c.name == "envoy" else None)
 
 
 def down(settings: dict[str, str], log: Callable[[str], None] = print) -> None:

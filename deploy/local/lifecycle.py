@@ -1,6 +1,7 @@
 """Starting and stopping the local stack's components (through wirelens_helpers.supervise).
 
     up / down                   every component in dependency order / the reverse
+    start_all                   the same for another list of components (Envoy Gateway's, Istio's)
     start / stop / kill         one component (kill: SIGKILL its process group, a crash)
     start_one                   start one if it is not running, for the command line
 
@@ -66,29 +67,42 @@ def start_one(name: str, settings: dict[str, str]) -> str:
     return f"pid {pid} port {component.port(settings)} ready in {time.monotonic() - t0:.1f}s"
 
 
-def up(settings: dict[str, str], log: Callable[[str], None] = print) -> None:
-    # Check every port first: fail before anything starts, not halfway.
-    for component in COMPONENTS:
-        if component.enabled(settings) and not read_pid(settings, component.name):
+def start_all(components: list[Component], settings: dict[str, str], log: Callable[[str], None] = print,
+              width: int = 13, explain: Callable[[Component], str | None] | None = None) -> None:
+    """Start, in order, each enabled component that is not running yet. Every port is checked first: fail before
+    anything starts, not halfway. On any failure stop what this call started, the component that never got
+    ready too. `explain(component)` may add what its readiness lacked to the error."""
+    components = [c for c in components if c.enabled(settings)]
+    for component in components:
+        if not read_pid(settings, component.name):
             for variable in component.ports:
                 check_port_free(int(settings[variable]), variable, component.name)
     started: list[str] = []
     try:
-        for component in COMPONENTS:
-            if not component.enabled(settings):
-                continue
-            if read_pid(settings, component.name):
-                log(f"  {component.name:<13} already running (pid {read_pid(settings, component.name)})")
+        for component in components:
+            pid = read_pid(settings, component.name)
+            if pid:
+                log(f"  {component.name:<{width}} already running (pid {pid})")
                 continue
             t0 = time.monotonic()
-            pid = start(component, settings)
             started.append(component.name)
-            log(f"  {component.name:<13} pid {pid:<7} port {component.port(settings):<6} "
+            try:
+                pid = start(component, settings)
+            except StackError as exc:
+                detail = explain(component) if explain else None
+                if detail:
+                    raise StackError(f"{exc}\n{detail}") from None
+                raise
+            log(f"  {component.name:<{width}} pid {pid:<7} port {component.port(settings):<6} "
                 f"ready in {time.monotonic() - t0:.1f}s")
     except BaseException:
         for name in reversed(started):
             stop(name, settings)
         raise
+
+
+def up(settings: dict[str, str], log: Callable[[str], None] = print) -> None:
+    start_all(COMPONENTS, settings, log)
 
 
 def down(settings: dict[str, str], log: Callable[[str], None] = print) -> None:

@@ -38,7 +38,7 @@ import sys
 from deploy.local.components import (
     BY_NAME, COMPONENTS, Component, component_named, envoy_binary, logship_progress, render_envoy, require,
     users_xml_path)
-from deploy.local.lifecycle import check_port_free, down, kill, start, start_one, stop, up
+from deploy.local.lifecycle import check_port_free, down, kill, start, start_all, start_one, stop, up
 from deploy.local.schema import apply_schema, clickhouse_query, schema_statements
 from queries.schema.ddl import split_sql
 from deploy.local.settings import (
@@ -52,8 +52,8 @@ __all__ = [  # what programs and tests use as stack.NAME
     "BIN", "BUILD", "BY_NAME", "COMPONENTS", "ROOT", "Component", "StackError", "apply_schema", "check_port_free",
     "clickhouse_query", "clickhouse_url", "collector_counters", "component_named", "down", "envoy_binary",
     "free_ports", "http_get", "http_ok", "kill", "load_settings", "log_path", "logship_progress", "pid_path",
-    "port_holder", "read_pid", "render_envoy", "require", "schema_statements", "split_sql", "start", "start_one",
-    "state_dir", "status", "stop", "tcp_open", "up", "users_xml_path",
+    "port_holder", "read_pid", "render_envoy", "require", "schema_statements", "split_sql", "start", "start_all",
+    "start_one", "state_dir", "status", "stop", "tcp_open", "up", "users_xml_path",
 ]
 
 
