@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import ROOT, rows, stack, stack_on_free_ports
+from tests.e2e.conftest import stack, stack_on_free_ports
 from tests.e2e.test_zero_loss import DRAIN_DEADLINE_S, SteadyTraffic, counts, expect_exactly, raw_log_rows
 from wirelens_helpers.wait import wait_for
 
@@ -164,7 +164,7 @@ def test_collector_killed_and_restarted_mid_run_loses_nothing(filelog_stack):
         killed_at = traffic.sent
         time.sleep(3)  # the Collector stays down a few seconds, calls keep coming
     finally:
-        stack.start_one("collector", settings)
+        restart("collector", settings)
     restarted_at = traffic.sent
     traffic.join()
     assert 0 < killed_at < restarted_at < n, (killed_at, restarted_at)
@@ -213,7 +213,7 @@ def test_agent_killed_and_restarted_then_offsets_rolled_back_resends_and_dedups(
     saved.mkdir()
     for f in receiver_storage_files(settings):
         shutil.copy2(f, saved / f.name)
-    stack.start_one(AGENT, settings)
+    restart(AGENT, settings)
     n, rate = 600, 40.0
     traffic = SteadyTraffic(settings, run_id, n, rate).start()
     try:
@@ -222,7 +222,7 @@ def test_agent_killed_and_restarted_then_offsets_rolled_back_resends_and_dedups(
         killed_at = traffic.sent
         time.sleep(3)
     finally:
-        stack.start_one(AGENT, settings)
+        restart(AGENT, settings)
     restarted_at = traffic.sent
     traffic.join()
     assert 0 < killed_at < restarted_at < n, (killed_at, restarted_at)
@@ -233,7 +233,7 @@ def test_agent_killed_and_restarted_then_offsets_rolled_back_resends_and_dedups(
     stack.kill(AGENT, settings)
     for f in saved.iterdir():
         shutil.copy2(f, Path(settings["WIRELENS_LOG_AGENT_STORAGE_DIR"]) / f.name)
-    stack.start_one(AGENT, settings)
+    restart(AGENT, settings)
     expected_raw = raw_after_outage + n
     raw, distinct = wait_for(
         f"the {n} re-read lines of run {run_id} in otel.otel_logs (raw rows {expected_raw})",
@@ -291,6 +291,8 @@ def restart(component: str, settings) -> None:
             except stack.StackError as exc:
                 return exc
         return True
+    if stack.read_pid(settings, component):
+        return
     wait_for(f"{component}'s ports free after the kill", ports_free, lambda v: v is True, timeout_s=60, interval_s=0.1)
     stack.start(stack.BY_NAME[component], settings)
 
@@ -332,7 +334,7 @@ def test_shipper_killed_at_random_moments_over_20000_calls_every_call_is_one_row
         assert "stanza.synchronousLogEmitter" in settings["WIRELENS_LOG_AGENT_FEATURE_GATES"]
     seed = int(os.environ.get("WIRELENS_FILELOG_KILL_SEED", str(random.randrange(1 << 30))))
     traffic, kills = kill_agent_at_random_moments(settings, run_id, KILL_CALLS, 200.0, seed, component)
-    assert kills >= 10, f"only {kills} kills (seed {seed})"
+    assert kills >= max(3, KILL_CALLS // 2000), f"only {kills} kills (seed {seed})"  # 10 for 20,000 calls
     expect_exactly(settings, run_id, traffic.ok)
     raw, _ = raw_log_rows(settings, run_id)
     print(f"\n{shipper} kill -9 x{kills} (seed {seed}): {KILL_CALLS} calls in {time.monotonic() - traffic.t0:.0f} s, "

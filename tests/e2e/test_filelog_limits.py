@@ -28,10 +28,10 @@ import uuid
 
 import pytest
 
-from tests.e2e.conftest import rows, stack, stack_on_free_ports
+from tests.e2e.conftest import stack, stack_on_free_ports
 from tests.e2e.test_backpressure import CALLS, DEADLINE_S, MAX_BYTES, QUEUE_BYTES, RATE, ROTATE_BYTES, DiskSampler
 from tests.e2e.test_filelog import (AGENT, RETRYING, agent_log_count, agent_metrics, agent_state,
-                                    kill_agent_at_random_moments)
+                                    kill_agent_at_random_moments, restart)
 from tests.e2e.test_zero_loss import SteadyTraffic, counts, raw_log_rows
 from wirelens_helpers.wait import wait_for
 
@@ -116,7 +116,7 @@ def test_kill9_without_the_synchronous_emitter_loses_records(filelog_stack_for_k
     settings, run_id = filelog_stack_for_kills, f"e2e-fl-async-{uuid.uuid4().hex[:8]}"
     no_gates = {**settings, "WIRELENS_LOG_AGENT_FEATURE_GATES": ""}
     stack.stop(AGENT, settings)
-    stack.start(stack.BY_NAME[AGENT], no_gates)
+    restart(AGENT, no_gates)
     try:
         calls = 6000
         traffic, kills = kill_agent_at_random_moments(no_gates, run_id, calls, 200.0, seed=32)
@@ -124,7 +124,7 @@ def test_kill9_without_the_synchronous_emitter_loses_records(filelog_stack_for_k
         raw, distinct = raw_log_rows(settings, run_id)
     finally:
         stack.stop(AGENT, settings)
-        stack.start(stack.BY_NAME[AGENT], settings)
+        restart(AGENT, settings)
     missing = calls - arrived
     print(f"\nfilelog without stanza.synchronousLogEmitter: {kills} kills over {calls} calls: {arrived} rows, "
           f"{missing} calls lost ({raw} raw rows, {distinct} request ids)")
