@@ -319,12 +319,14 @@ def kill_agent_at_random_moments(settings, run_id: str, n: int, rate: float, see
     return traffic, kills
 
 
-KILL_CALLS = int(os.environ.get("WIRELENS_FILELOG_KILL_CALLS", "20000"))
+# 5,000 calls in `make test` (about a dozen kills each, ~40 s); WIRELENS_FILELOG_KILL_CALLS=20000 is the full run
+# the verdict rests on (collector/README.md: filelog 36 kills, logship 37, 20,000 of 20,000 rows each).
+KILL_CALLS = int(os.environ.get("WIRELENS_FILELOG_KILL_CALLS", "5000"))
 
 
 @pytest.mark.parametrize("shipper", ["filelog", "logship"])
-def test_shipper_killed_at_random_moments_over_20000_calls_every_call_is_one_row(shipper, request):
-    """kill -9 of the shipper every 1-4 s over 20,000 calls at up to 200/s: exactly one row per call.
+def test_shipper_killed_at_random_moments_every_call_is_one_row(shipper, request):
+    """kill -9 of the shipper every 1-4 s over KILL_CALLS calls at up to 200/s: exactly one row per call.
     filelog: the agent with stanza.synchronousLogEmitter (without it: test_filelog_limits.py); logship: the
     session's local stack, for the side-by-side table."""
     settings = request.getfixturevalue("filelog_stack" if shipper == "filelog" else "local_stack")
