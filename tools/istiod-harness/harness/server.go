@@ -296,7 +296,6 @@ func (l *loggedStream) RecvMsg(m any) error {
 	if err != nil {
 		return err
 	}
-	a := l.s.acks
 	switch r := m.(type) {
 	case *discovery.DiscoveryRequest:
 		l.setNode(r.GetNode().GetId())
@@ -304,41 +303,36 @@ func (l *loggedStream) RecvMsg(m any) error {
 			log.Infof("xds: REQ %s %s %v", l.node, shortType(r.TypeUrl), r.ResourceNames)
 			return nil
 		}
-		a.mu.Lock()
-		st := a.get(l.node, r.TypeUrl)
-		if r.ErrorDetail != nil {
-			st.Nack = r.ErrorDetail.GetMessage()
-			st.NackCount++
-			a.mu.Unlock()
-			log.Warnf("xds: NACK %s %s nonce=%s: %s", l.node, shortType(r.TypeUrl), r.ResponseNonce, r.ErrorDetail.GetMessage())
-			return nil
-		}
-		st.AckedNonce = r.ResponseNonce
-		st.Nack = ""
-		st.AckCount++
-		a.mu.Unlock()
-		log.Infof("xds: ACK %s %s version=%s nonce=%s", l.node, shortType(r.TypeUrl), r.VersionInfo, r.ResponseNonce)
+		l.recordReply(r.TypeUrl, "version="+r.VersionInfo+" ", r.ResponseNonce, r.ErrorDetail.GetMessage(), r.ErrorDetail != nil)
 	case *discovery.DeltaDiscoveryRequest:
 		l.setNode(r.GetNode().GetId())
 		if r.ResponseNonce == "" {
 			return nil
 		}
-		a.mu.Lock()
-		st := a.get(l.node, r.TypeUrl)
-		if r.ErrorDetail != nil {
-			st.Nack = r.ErrorDetail.GetMessage()
-			st.NackCount++
-			a.mu.Unlock()
-			log.Warnf("xds: NACK %s %s nonce=%s: %s", l.node, shortType(r.TypeUrl), r.ResponseNonce, r.ErrorDetail.GetMessage())
-			return nil
-		}
-		st.AckedNonce = r.ResponseNonce
-		st.Nack = ""
-		st.AckCount++
-		a.mu.Unlock()
-		log.Infof("xds: ACK %s %s nonce=%s", l.node, shortType(r.TypeUrl), r.ResponseNonce)
+		l.recordReply(r.TypeUrl, "", r.ResponseNonce, r.ErrorDetail.GetMessage(), r.ErrorDetail != nil)
 	}
 	return nil
+}
+
+// recordReply notes Envoy's reply to a response of ours, an ACK or a NACK with Envoy's error, for /acks and the log.
+func (l *loggedStream) recordReply(typeURL, version, nonce, nackMessage string, nack bool) {
+	a := l.s.acks
+	a.mu.Lock()
+	st := a.get(l.node, typeURL)
+	if nack {
+		st.Nack = nackMessage
+		st.NackCount++
+	} else {
+		st.AckedNonce = nonce
+		st.Nack = ""
+		st.AckCount++
+	}
+	a.mu.Unlock()
+	if nack {
+		log.Warnf("xds: NACK %s %s nonce=%s: %s", l.node, shortType(typeURL), nonce, nackMessage)
+		return
+	}
+	log.Infof("xds: ACK %s %s %snonce=%s", l.node, shortType(typeURL), version, nonce)
 }
 
 func (l *loggedStream) SendMsg(m any) error {
