@@ -334,7 +334,7 @@ bench-restart-loss: venv proto filter collector jaeger services ## calls each re
 	@$(PY) -m bench.restart_loss $(BENCH_ARGS)
 
 .PHONY: soak
-soak: venv proto filter collector jaeger services ## every protocol and shape for SOAK_MINUTES (10) while Collector, logship, ClickHouse engine are SIGKILLed: calls = rows, RSS per component (build/soak/soak.html)
+soak: venv proto filter collector jaeger services ## every protocol and shape for SOAK_MINUTES (10) while Collector, logship, ClickHouse engine are SIGKILLed: calls = rows, RSS per component (build/soak/soak.html); SOAK_ARGS="--shipper filelog" kills the filelog log agent instead of logship
 	@$(PY) -m bench.soak --minutes $(or $(SOAK_MINUTES),10) $(SOAK_ARGS)
 
 bench-queries: venv ## saved queries on 10M synthetic calls: each raw one beside the floor (count() per operation x protocol with FINAL, target 2x), rollups < 1 s and exact (BENCH_ARGS="--rows 100000000" for the growth figures)

@@ -21,7 +21,7 @@ writes OUT/soak.html (the table and a chart of RSS over time, in the style of
 the summary). Exit 0 when calls == rows, no duplicates, no call failed and
 every crash was recovered; 1 otherwise; 2 for bad arguments.
 
-    python -m bench.soak [--minutes 10] [--rate 60] [--kill-every 20] [--out build/soak]
+    python -m bench.soak [--minutes 10] [--rate 60] [--kill-every 20] [--shipper logship|filelog] [--out build/soak]
 """
 
 from __future__ import annotations
@@ -66,8 +66,13 @@ STREAMS = [
     ("grpc-web-text", "unary", "grpc-web-text", "WIRELENS_ENVOY_PORT", "catalog.ListProducts", ["-count", "3"]),
     ("grpc-web-text", "server", "grpc-web-text", "WIRELENS_ENVOY_PORT", "echo.ServerStream", ["-count", "5"]),
 ]
-# What gets killed, in turn. "clickhouse-engine" is the supervisor's child only.
-KILL_TARGETS = ["collector", "logship", "clickhouse-engine"]
+# What ships the access-log file (--shipper, the local stack's WIRELENS_LOG_SHIPPER) -> its component.
+SHIPPERS = {"logship": "logship", "filelog": "log-agent"}
+
+
+def kill_targets(shipper: str) -> list[str]:
+    """What gets killed, in turn. "clickhouse-engine" is the supervisor's child only."""
+    return ["collector", SHIPPERS[shipper], "clickhouse-engine"]
 COLORS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f", "#bab0ac"]
 
 
@@ -324,7 +329,8 @@ def format_table(result: dict) -> str:
     s = result["summary"]
     lines = [
         f"run {result['run_id']}: {result['minutes']:g} min at {result['rate']:g} calls/s over "
-        f"{len(STREAMS)} protocol/shape streams, a kill every {result['kill_every_s']:g} s",
+        f"{len(STREAMS)} protocol/shape streams, a kill every {result['kill_every_s']:g} s, "
+        f"shipper {result.get('shipper', 'logship')}",
         "",
         f"  calls sent               {s['calls']}  (failed at the client: {s['errors']})",
         f"  rows (requests FINAL)    {s['rows']}",
@@ -466,7 +472,7 @@ def soak(args: argparse.Namespace) -> int:
     defaults = stack.load_settings({})
     port_names = [name for name in defaults if name.endswith("_PORT")]
     environ = dict(zip(port_names, map(str, stack.free_ports(len(port_names)))))
-    environ.update(WIRELENS_STATE_DIR=str(state), WIRELENS_ENVOY_CONCURRENCY="1")
+    environ.update(WIRELENS_STATE_DIR=str(state), WIRELENS_ENVOY_CONCURRENCY="1", WIRELENS_LOG_SHIPPER=args.shipper)
     settings = stack.load_settings(environ)
     if state.exists():
         stack.down(settings, log=lambda line: None)  # leftovers of an interrupted soak: their pid files
@@ -499,7 +505,8 @@ def soak(args: argparse.Namespace) -> int:
                 time.sleep(0.2)  # waiting for the next kill time (a schedule, not a synchronization)
             if not traffic_running(streams):
                 break
-            target = KILL_TARGETS[turn % len(KILL_TARGETS)]
+            targets = kill_targets(args.shipper)
+            target = targets[turn % len(targets)]
             t_kill = round(time.monotonic() - t0, 1)
             try:
                 what = crash_and_recover(settings, target, args.down_seconds)
@@ -532,6 +539,7 @@ def soak(args: argparse.Namespace) -> int:
         result = {
             "run_id": run_id, "started": started, "minutes": args.minutes, "rate": args.rate,
             "kill_every_s": args.kill_every, "down_seconds": args.down_seconds, "sample_every_s": args.sample_every,
+            "shipper": args.shipper,
             "summary": {"calls": calls, "errors": errors, "rows": rows, "duplicates_after_final": after_final,
                         "resent_in_otel_logs": resent},
             "streams": streams, "kills": kills, "problems": problems,
@@ -573,6 +581,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--down-seconds", type=float, default=3,
                         help="how long the Collector and logship stay down after a kill (3)")
     parser.add_argument("--sample-every", type=positive, default=3, help="seconds between RSS/CPU samples (3)")
+    parser.add_argument("--shipper", choices=sorted(SHIPPERS), default="logship",
+                        help="what ships Envoy's access-log file, and is killed in turn: logship (default) or the "
+                             "filelog log agent (collector/filelog-agent.yaml)")
     parser.add_argument("--drain-timeout", type=positive, default=300,
                         help="seconds to wait for the last rows after the traffic (300)")
     parser.add_argument("--out", default=str(ROOT / "build" / "soak"),
