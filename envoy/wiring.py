@@ -153,6 +153,17 @@ def resource_flag(resource: dict[str, str] | None = None) -> str:
     return ",".join(f"{k}={v}" for k, v in (resource or FILE_SINK_RESOURCE).items())
 
 
+def logship_argv(binary: str, access_log: str, checkpoint: str, endpoint: str, resource: str, listen: str,
+                 rotate_bytes: int | str = 0, max_disk_bytes: int | str = 0, reopen_url: str | None = None) -> list[str]:
+    """logship's command line, for the local stack and for `wirelens inject`'s agent. Rotation and the disk cap
+    need Envoy's admin (POST /reopen_logs): without reopen_url, neither."""
+    argv = [binary, "-file", access_log, "-checkpoint", checkpoint, "-endpoint", endpoint, "-resource", resource,
+            "-listen", listen]
+    if reopen_url:
+        argv += ["-rotate-bytes", str(rotate_bytes), "-max-disk-bytes", str(max_disk_bytes), "-reopen-url", reopen_url]
+    return argv
+
+
 def recorded_calls_filter() -> dict:
     """The access_log `filter` that passes only calls carrying the record (Envoy's CEL extension filter)."""
     return {"extension_filter": {

@@ -118,18 +118,12 @@ def render_agent(bootstrap: dict, options: Options) -> Agent:
                      "(POST /reopen_logs), so it neither rotates nor caps it; add `admin:` (127.0.0.1) to have both")
         rotate = cap = 0
     if options.agent == "logship":
-        argv = [str(LOGSHIP), "-file", path, "-checkpoint", f"{path}.checkpoint",
-                "-endpoint", f"{options.collector_host}:{options.collector_port}",
-                "-resource", wiring.resource_flag(attrs), "-listen", f"127.0.0.1:{options.agent_port}"]
-        if rotate:
-            argv += ["-rotate-bytes", str(rotate), "-max-disk-bytes", str(cap), "-reopen-url", f"{admin}/reopen_logs"]
+        argv = wiring.logship_argv(str(LOGSHIP), path, f"{path}.checkpoint",
+                                   f"{options.collector_host}:{options.collector_port}", wiring.resource_flag(attrs),
+                                   f"127.0.0.1:{options.agent_port}", rotate, cap,
+                                   f"{admin}/reopen_logs" if rotate else None)
         return Agent("logship", argv, {}, notes)
-    return filelog_agent(path, attrs, options, admin, rotate, cap, notes)
-
-
-def filelog_agent(path: str, attrs: dict[str, str], options: Options, admin: str | None, rotate: int, cap: int,
-                  notes: list[str]) -> Agent:
-    """An agent Collector with the filelog receiver (collector/README.md, "filelog"): H4's pipeline file."""
-    from . import filelog  # noqa: PLC0415  (the filelog pipeline's file names live with it)
+    # The agent Collector with the filelog receiver (collector/README.md, "filelog as the log agent").
+    from . import filelog  # noqa: PLC0415  (filelog imports Agent from here)
 
     return filelog.agent(path, attrs, options, admin, rotate, cap, notes)
