@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import ssl
 import subprocess
@@ -45,6 +46,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import quote
 from typing import Callable
 
 from ruamel.yaml import YAML
@@ -265,7 +267,7 @@ def write_config(settings: dict[str, str]) -> Path:
 
 def _prepare_registry(settings: dict[str, str]) -> None:
     """The registry's certificate (a CA of this state dir's own, once) and a check of what it will serve."""
-    _require(WASM_IMAGE_TOOL, wasm_image.BUILD_HINT)
+    stack.require(WASM_IMAGE_TOOL, wasm_image.BUILD_HINT)
     filter_image(settings)
     certs = paths(settings)["registry_certs"]
     if not all((certs / name).exists() for name in ("ca.crt", "tls.crt", "tls.key")):
@@ -295,7 +297,7 @@ def registry_ready(settings: dict[str, str]) -> Callable[[], bool]:
 
 
 def _prepare_envoy_gateway(settings: dict[str, str]) -> None:
-    _require(ENVOY_GATEWAY, BUILD_HINT)
+    stack.require(ENVOY_GATEWAY, BUILD_HINT)
     check_local_stack(settings)
     for port, what in FIXED_PORTS.items():
         check_fixed_port(port, what)
@@ -309,16 +311,10 @@ def _prepare_envoy_gateway(settings: dict[str, str]) -> None:
 
 
 def render_only(settings: dict[str, str]) -> list[Path]:
-    _require(ENVOY_GATEWAY, BUILD_HINT)
+    stack.require(ENVOY_GATEWAY, BUILD_HINT)
     write_config(settings)
     _certgen(settings)
     return [paths(settings)["config"], *write_resources(settings)]
-
-
-def _require(path: Path, how: str) -> str:
-    if not path.exists():
-        raise StackError(f"{path} is missing: {how}")
-    return str(path)
 
 
 def check_fixed_port(port: int, what: str) -> None:
@@ -390,9 +386,11 @@ def admin_url(settings: dict[str, str]) -> str:
     return f"http://127.0.0.1:{settings['WIRELENS_GATEWAY_ADMIN_PORT']}"
 
 
-def envoy_stat(settings: dict[str, str], name: str) -> int | None:
+def admin_stat(admin: str, name: str) -> int | None:
+    """One counter or gauge (exact name) of the Envoy whose admin is at `admin`, None if it has none or does not
+    answer."""
     try:
-        status, body = stack.http_get(f"{admin_url(settings)}/stats?filter=^{name}$")
+        status, body = stack.http_get(f"{admin}/stats?filter={quote('^' + re.escape(name) + '$')}", timeout=30)
     except (OSError, urllib.error.URLError):
         return None
     for line in body.splitlines():
@@ -400,6 +398,10 @@ def envoy_stat(settings: dict[str, str], name: str) -> int | None:
         if key == name and value.isdigit():
             return int(value)
     return None
+
+
+def envoy_stat(settings: dict[str, str], name: str) -> int | None:
+    return admin_stat(admin_url(settings), name)
 
 
 def listening_addresses(port: int) -> set[str]:

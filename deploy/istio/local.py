@@ -49,7 +49,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -61,7 +60,7 @@ from typing import Callable
 
 import yaml
 
-from deploy.envoy_gateway.gateway import check_local_stack, listening_addresses
+from deploy.envoy_gateway.gateway import admin_stat, check_local_stack, listening_addresses
 from deploy.envoy_gateway.manifests import sha256_file, write_atomic
 from deploy.istio import render
 from deploy.kubernetes.images import wasm_image
@@ -386,15 +385,7 @@ def admin_url(settings: dict[str, str]) -> str:
 
 def envoy_stat(settings: dict[str, str], name: str) -> int | None:
     """One counter or gauge of the gateway's Envoy (exact name), None if it has none or does not answer."""
-    try:
-        status, body = stack.http_get(f"{admin_url(settings)}/stats?filter={quote('^' + re.escape(name) + '$')}", timeout=30)
-    except (OSError, urllib.error.URLError):
-        return None
-    for line in body.splitlines():
-        key, _, value = line.partition(": ")
-        if key == name and value.isdigit():
-            return int(value)
-    return None
+    return admin_stat(admin_url(settings), name)
 
 
 def envoy_stats(settings: dict[str, str], pattern: str) -> dict[str, int]:
@@ -521,7 +512,7 @@ def what_is_missing(settings: dict[str, str]) -> str:
 
 def _bootstrap(settings: dict[str, str]) -> None:
     """Envoy's bootstrap, as istio-agent would write it for an ingress gateway: from the harness."""
-    _require(HARNESS, HARNESS_HINT)
+    stack.require(HARNESS, HARNESS_HINT)
     out = paths(settings)["bootstrap"]
     out.parent.mkdir(parents=True, exist_ok=True)
     command = [str(HARNESS), "bootstrap", "--xds", f"127.0.0.1:{settings['WIRELENS_ISTIO_XDS_PORT']}",
@@ -535,7 +526,7 @@ def _bootstrap(settings: dict[str, str]) -> None:
 
 
 def _prepare_registry(settings: dict[str, str]) -> None:
-    _require(wasm_image.TOOL, wasm_image.BUILD_HINT)
+    stack.require(wasm_image.TOOL, wasm_image.BUILD_HINT)
     filter_image(settings)   # build/oci holds build/wirelens_filter.wasm
     paths(settings)["registry_ready"].unlink(missing_ok=True)
 
@@ -548,16 +539,10 @@ def registry_ready(settings: dict[str, str]) -> Callable[[], bool]:
 
 
 def _prepare_istiod(settings: dict[str, str]) -> None:
-    _require(HARNESS, HARNESS_HINT)
+    stack.require(HARNESS, HARNESS_HINT)
     check_local_stack(settings)
     paths(settings)["ready_file"].unlink(missing_ok=True)
     write_resources(settings)
-
-
-def _require(path: Path, how: str) -> str:
-    if not path.exists():
-        raise StackError(f"{path} is missing: {how}")
-    return str(path)
 
 
 def istiod_ready(settings: dict[str, str]) -> Callable[[], bool]:
