@@ -19,6 +19,7 @@ import (
 	"github.com/wirelens/wirelens/internal/cli"
 	"github.com/wirelens/wirelens/internal/domain"
 	"github.com/wirelens/wirelens/internal/grpcserver"
+	"github.com/wirelens/wirelens/internal/tracing"
 )
 
 func main() {
@@ -44,11 +45,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 
+	tr, err := tracing.Setup(ctx, "wirelens-grpc-server")
+	if err != nil {
+		return err
+	}
+	defer flushSpans(tr)
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", *listen, err)
 	}
-	srv, hs := grpcserver.New(domain.New())
+	srv, hs := grpcserver.New(domain.New(), tr.GRPCServerOptions()...)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
@@ -76,4 +82,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("serving: %w", err)
 	}
 	return nil
+}
+
+// flushSpans sends the spans still queued before the process exits (bounded).
+func flushSpans(tr *tracing.Tracing) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tr.Shutdown(ctx); err != nil {
+		slog.Warn("flushing spans", "err", err)
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/wirelens/wirelens/internal/domain"
 	"github.com/wirelens/wirelens/internal/ops"
 	"github.com/wirelens/wirelens/internal/restserver"
+	"github.com/wirelens/wirelens/internal/tracing"
 )
 
 func main() {
@@ -50,6 +51,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 
+	tr, err := tracing.Setup(ctx, "wirelens-rest-server")
+	if err != nil {
+		return err
+	}
+	defer flushSpans(tr)
 	h, err := restserver.NewHandler(domain.New())
 	if err != nil {
 		return fmt.Errorf("building routes: %w", err)
@@ -58,7 +64,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", *listen, err)
 	}
-	srv := restserver.NewServer(*listen, h)
+	srv := restserver.NewServer(*listen, tr.HTTPHandler(h, "rest-server"))
 	srv.BaseContext = func(net.Listener) context.Context { return ctx }
 
 	errc := make(chan error, 1)
@@ -80,4 +86,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("serving: %w", err)
 	}
 	return nil
+}
+
+// flushSpans sends the spans still queued before the process exits (bounded).
+func flushSpans(tr *tracing.Tracing) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tr.Shutdown(ctx); err != nil {
+		slog.Warn("flushing spans", "err", err)
+	}
 }
