@@ -16,8 +16,10 @@ const (
 	// HoldHeader holds the response this many milliseconds before it starts
 	// (no header, no message leaves before then), on every call.
 	HoldHeader = "x-wirelens-hold-ms"
-	// PauseHeader pauses a streamed response this many milliseconds right
-	// after its first message; a unary response has no second part to pause.
+	// PauseHeader pauses a response this many milliseconds after its first
+	// part: a streamed gRPC response after its first message (a unary one has
+	// no second part to pause), a REST answer after the headers and the first
+	// half of its body (then sent chunked).
 	PauseHeader = "x-wirelens-pause-ms"
 	// Max bounds either delay, so a request cannot park a server goroutine
 	// for long.

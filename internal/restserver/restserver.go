@@ -11,9 +11,21 @@
 // encoding with that Content-Type; a request body whose Content-Type is one
 // of them is decoded as protobuf. Errors are always JSON, shaped like
 // google.rpc.Status: {"code":3,"message":"..."}.
+//
+// Compression: a request body with Content-Encoding: gzip is decompressed
+// before it is decoded (any other encoding but identity answers 400); an
+// answer is gzipped, with Content-Encoding: gzip, only when the request's
+// Accept-Encoding accepts gzip, so that without it the bytes stay exact.
+//
+// Known latency (package delay): x-wirelens-hold-ms holds every answer
+// before it starts; x-wirelens-pause-ms sends an answer in two parts, chunked
+// (no Content-Length): the headers and the first half of the body are
+// flushed, then the server pauses, then it writes the rest.
 package restserver
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +34,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -93,9 +106,11 @@ func NewHandler(svc *domain.Services) (http.Handler, error) {
 	return holding(mux), nil
 }
 
+type pauseKey struct{}
+
 // holding delays every answer of next by the request's hold, so that the
-// response starts no earlier (a REST response is not streamed: a pause has
-// nothing to separate and is only validated).
+// response starts no earlier, and hands the request's pause to write (the
+// answer's first part, then the pause, then the rest).
 func holding(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		delays, err := delay.FromHeaders(r.Header.Values)
@@ -107,8 +122,17 @@ func holding(next http.Handler) http.Handler {
 			writeError(w, r, fmt.Errorf("holding the response %v: %w", delays.Hold, err))
 			return
 		}
+		if delays.Pause > 0 {
+			r = r.WithContext(context.WithValue(r.Context(), pauseKey{}, delays.Pause))
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// pauseOf is the pause the request asked for (0: none).
+func pauseOf(r *http.Request) time.Duration {
+	d, _ := r.Context().Value(pauseKey{}).(time.Duration)
+	return d
 }
 
 // NewServer returns an http.Server for h that speaks HTTP/1.1 and
@@ -212,13 +236,9 @@ func unary[Req, Rep proto.Message](call func(context.Context, Req) (Rep, error))
 // gRPC-JSON transcoding.
 func bind(w http.ResponseWriter, r *http.Request, t restapi.Template, withBody bool, req proto.Message) error {
 	if withBody {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+		body, err := readBody(w, r)
 		if err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				return fmt.Errorf("reading request body: %w", tooBig) // 413, see writeError
-			}
-			return apierr.InvalidArgument("reading request body: %v", err)
+			return err
 		}
 		if len(body) > 0 {
 			if restapi.IsProtobuf(r.Header.Get("Content-Type")) {
@@ -240,6 +260,90 @@ func bind(w http.ResponseWriter, r *http.Request, t restapi.Template, withBody b
 	return nil
 }
 
+// readBody reads the request body, at most MaxBodyBytes on the wire and,
+// when it is gzipped (Content-Encoding: gzip), at most MaxBodyBytes once
+// decompressed.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	wire := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	var body io.Reader = wire
+	encoding := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
+	switch encoding {
+	case "", "identity":
+	case "gzip", "x-gzip":
+		gz, err := gzip.NewReader(wire)
+		if err != nil {
+			return nil, bodyError(err)
+		}
+		defer gz.Close()
+		body = &limited{r: gz, n: MaxBodyBytes}
+	default:
+		return nil, apierr.InvalidArgument("unsupported Content-Encoding %q (gzip or identity)", encoding)
+	}
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return nil, bodyError(err)
+	}
+	return data, nil
+}
+
+func bodyError(err error) error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return fmt.Errorf("reading request body: %w", tooBig) // 413, see writeError
+	}
+	return apierr.InvalidArgument("reading request body: %v", err)
+}
+
+// limited reads at most n bytes of r and fails with an *http.MaxBytesError
+// past them: a small gzipped body cannot unpack into a large one.
+type limited struct {
+	r io.Reader
+	n int64
+}
+
+func (l *limited) Read(p []byte) (int, error) {
+	if l.n < 0 {
+		return 0, &http.MaxBytesError{Limit: MaxBodyBytes}
+	}
+	if int64(len(p)) > l.n+1 {
+		p = p[:l.n+1]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	if l.n < 0 {
+		return n, &http.MaxBytesError{Limit: MaxBodyBytes}
+	}
+	return n, err
+}
+
+// acceptsGzip reports whether an Accept-Encoding header accepts gzip: a
+// gzip, x-gzip or * entry whose q is not 0 (RFC 9110, 12.5.3).
+func acceptsGzip(r *http.Request) bool {
+	for _, value := range r.Header.Values("Accept-Encoding") {
+		for _, entry := range strings.Split(value, ",") {
+			name, params, _ := strings.Cut(entry, ";")
+			switch strings.ToLower(strings.TrimSpace(name)) {
+			case "gzip", "x-gzip", "*":
+			default:
+				continue
+			}
+			q := 1.0
+			for _, param := range strings.Split(params, ";") {
+				k, v, _ := strings.Cut(param, "=")
+				if strings.EqualFold(strings.TrimSpace(k), "q") {
+					if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+						q = f
+					}
+				}
+			}
+			if q > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // writeMessage answers m as protobuf when the Accept header asks for it,
 // as compact proto3 JSON otherwise.
 func writeMessage(w http.ResponseWriter, r *http.Request, m proto.Message) {
@@ -258,13 +362,13 @@ func writeMessage(w http.ResponseWriter, r *http.Request, m proto.Message) {
 		writeError(w, r, err)
 		return
 	}
-	write(w, http.StatusOK, ct, body)
+	write(w, r, http.StatusOK, ct, body)
 }
 
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		writeJSON(w, http.StatusRequestEntityTooLarge, ErrorBody{
+		writeJSON(w, r, http.StatusRequestEntityTooLarge, ErrorBody{
 			Code: codes.ResourceExhausted, Message: fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)})
 		return
 	}
@@ -278,25 +382,53 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		slog.ErrorContext(r.Context(), "request failed", "path", r.URL.Path, "err", err)
 		msg = "internal error"
 	}
-	writeJSON(w, apierr.HTTPStatus(code), ErrorBody{Code: code, Message: msg})
+	writeJSON(w, r, apierr.HTTPStatus(code), ErrorBody{Code: code, Message: msg})
 }
 
 // writeJSON answers json.Marshal(v).
-func writeJSON(w http.ResponseWriter, status int, v any) {
+func writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
 		body = []byte(`{"code":13,"message":"encoding response"}`)
 	}
-	write(w, status, restapi.ContentTypeJSON, body)
+	write(w, r, status, restapi.ContentTypeJSON, body)
 }
 
-// write answers body with an explicit Content-Length, so body sizes are
-// exactly those of the encoding.
-func write(w http.ResponseWriter, status int, contentType string, body []byte) {
+// write answers body, gzipped when the request accepts gzip. Without a
+// pause it has an explicit Content-Length, so body sizes are exactly those
+// of the encoding; with one (x-wirelens-pause-ms) it is chunked: the headers
+// and the first half of the body are flushed, the pause passes, then the
+// rest follows.
+func write(w http.ResponseWriter, r *http.Request, status int, contentType string, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", contentType)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if acceptsGzip(r) { // only then a Vary too: without gzip the headers stay byte for byte as they were
+		h.Add("Vary", "Accept-Encoding")
+		var buf bytes.Buffer
+		gz := gzip.NewWriter(&buf)
+		_, _ = gz.Write(body)
+		if err := gz.Close(); err == nil {
+			body = buf.Bytes()
+			h.Set("Content-Encoding", "gzip")
+		}
+	}
+	pause := pauseOf(r)
+	if pause <= 0 {
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(status)
+		_, _ = w.Write(body)
+		return
+	}
+	h.Del("Content-Length")
 	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	first := (len(body) + 1) / 2
+	_, _ = w.Write(body[:first])
+	if err := http.NewResponseController(w).Flush(); err != nil {
+		slog.WarnContext(r.Context(), "flushing the first part", "path", r.URL.Path, "err", err)
+	}
+	if err := delay.Wait(r.Context(), pause); err != nil {
+		return // the client left: the rest has nowhere to go
+	}
+	_, _ = w.Write(body[first:])
 }
