@@ -168,6 +168,32 @@ def _drain_logship(settings: dict[str, str], timeout_s: float = 10.0) -> None:
         pass
 
 
+# The services' OTel service names (service.name of their spans; Envoy's stays wirelens-envoy).
+SERVICE_NAMES = {
+    "rest-service": "wirelens-rest-server",
+    "grpc-service": "wirelens-grpc-server",
+}
+
+
+def service_tracing_env(service_name: str) -> Callable[[dict[str, str]], dict[str, str]]:
+    """The environment of a traced service (issue 34): the switch, and the standard OTEL_* variables
+    pointing its SDK at the Collector. WIRELENS_SERVICE_TRACING=off adds OTEL_SDK_DISABLED=true for
+    SDKs that read it (Python, Java); the Go servers read the switch itself."""
+    def env(settings: dict[str, str]) -> dict[str, str]:
+        on = settings["WIRELENS_SERVICE_TRACING"] == "on"
+        return {"WIRELENS_SERVICE_TRACING": settings["WIRELENS_SERVICE_TRACING"],
+                "OTEL_SERVICE_NAME": service_name,
+                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{settings['WIRELENS_COLLECTOR_OTLP_PORT']}",
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                "OTEL_TRACES_EXPORTER": "otlp" if on else "none",
+                "OTEL_METRICS_EXPORTER": "none",
+                "OTEL_LOGS_EXPORTER": "none",
+                # Batches leave every 500 ms (the SDKs' default is 5 s): a trace is complete soon after its call.
+                "OTEL_BSP_SCHEDULE_DELAY": "500",
+                "OTEL_SDK_DISABLED": "false" if on else "true"}
+    return env
+
+
 def _python_env(settings: dict[str, str]) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join([str(ROOT / "services" / "python"), str(BUILD / "python" / "gen")])}
 
@@ -249,6 +275,7 @@ COMPONENTS: list[Component] = [
                            "-listen", f"127.0.0.1:{s['WIRELENS_REST_PORT']}"],
         ports=["WIRELENS_REST_PORT"],
         ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_REST_PORT']}/healthz"),
+        env=service_tracing_env(SERVICE_NAMES["rest-service"]),
     ),
     Component(
         name="grpc-service",
@@ -256,6 +283,7 @@ COMPONENTS: list[Component] = [
                            "-listen", f"127.0.0.1:{s['WIRELENS_GRPC_PORT']}"],
         ports=["WIRELENS_GRPC_PORT"],
         ready=lambda s: tcp_open(int(s["WIRELENS_GRPC_PORT"])),
+        env=service_tracing_env(SERVICE_NAMES["grpc-service"]),
     ),
     # The Python pair (services/python): FastAPI on uvicorn, grpcio. With WIRELENS_STACKS=go,python.
     Component(

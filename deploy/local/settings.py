@@ -139,6 +139,13 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
     # The queue's file (bbolt) holds more than the serialized bytes it counts: its
     # own cap on disk, past which writes fail like a full queue.
     settings["WIRELENS_COLLECTOR_STORAGE_MAX_BYTES"] = str(2 * int(settings["WIRELENS_COLLECTOR_QUEUE_BYTES"]) + (8 << 20))
+    # The services' own tracing (issue 34): `on` (default) gives every service the OTel SDK and
+    # its framework's instrumentation, exporting OTLP to the Collector (components.service_tracing_env);
+    # `off` installs no SDK at all (the bench's baseline).
+    settings["WIRELENS_SERVICE_TRACING"] = environ.get("WIRELENS_SERVICE_TRACING", "on")
+    if settings["WIRELENS_SERVICE_TRACING"] not in SERVICE_TRACING:
+        raise StackError(f"WIRELENS_SERVICE_TRACING={settings['WIRELENS_SERVICE_TRACING']!r}: expected one of "
+                         f"{', '.join(SERVICE_TRACING)}")
     settings["WIRELENS_CLICKHOUSE_ENDPOINT"] = environ.get(
         "WIRELENS_CLICKHOUSE_ENDPOINT",
         f"tcp://127.0.0.1:{settings['WIRELENS_CLICKHOUSE_TCP_PORT']}?dial_timeout=5s")
@@ -147,6 +154,7 @@ def load_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
 
 STACKS = ("go", "python", "jvm")
 LOG_SHIPPERS = ("logship", "filelog")
+SERVICE_TRACING = ("on", "off")
 
 
 def parse_stacks(value: str) -> list[str]:
