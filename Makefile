@@ -269,7 +269,8 @@ demo: up ## start the stack, send traffic over every protocol, print the compari
 experiments: up ## reproduce E1–E5 (quick -> build/experiments/quick.md; FULL=1: published sizes -> docs/experiments.md, ~25 min); STACK=go|python|jvm|all: E1-E4 on the stacks that serve them, protocol versus stack -> build/experiments/stacks-*.md
 	@$(if $(STACK),$(PY) -m experiments.stacks --stacks $(STACK) $(if $(FULL),--full),$(PY) -m experiments.experiments $(if $(FULL),--full))
 
-test: bootstrap test-unit test-e2e ## every test
+test: bootstrap test-unit test-e2e ## every test; ends with the count of skipped tests, which must be 0
+	@$(PY) -m tests.no_skips unit e2e
 
 test-unit: bootstrap ## unit tests of each component
 	@echo "==> the record's one definition: filters/recordgen.py --check (filters/record.yaml)"
@@ -294,10 +295,10 @@ test-unit: bootstrap ## unit tests of each component
 	@echo "==> tools with Go modules of their own: istiod's translation of deploy/istio (rung 1), the OCI artifacts"
 	@cd tools/istiod-harness && unformatted=$$(gofmt -l .) && { [[ -z "$$unformatted" ]] || { echo "gofmt -w these files: $$unformatted" >&2; exit 1; }; } && go vet ./... && go test ./...
 	@cd tools/wasm-image && unformatted=$$(gofmt -l .) && { [[ -z "$$unformatted" ]] || { echo "gofmt -w these files: $$unformatted" >&2; exit 1; }; } && go vet ./... && go test ./...
-	@$(PY) -m pytest -q -p no:cacheprovider tests/unit proto
+	@WIRELENS_TEST_COUNTS=unit $(PY) -m pytest -q -p no:cacheprovider -p tests.no_skips tests/unit proto
 
 test-e2e: bootstrap browser bench-tools native-probe ## end-to-end: the whole stack on free ports, exact counts in ClickHouse, spans in Jaeger
-	@$(PY) -m pytest -q -p no:cacheprovider tests/e2e
+	@WIRELENS_TEST_COUNTS=e2e $(PY) -m pytest -q -p no:cacheprovider -p tests.no_skips --durations=25 tests/e2e
 
 # ------------------------------------------------------------------ benchmarks
 

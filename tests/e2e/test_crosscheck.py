@@ -30,7 +30,7 @@ def test_ghz_and_h2load_counts_are_exact(local_stack, tmp_path):
     if not crosscheck.which("h2load"):
         missing.append("h2load (apt-get install nghttp2-client)")
     if missing:
-        pytest.skip("cross-check tools missing: " + ", ".join(missing))
+        pytest.fail("cross-check tools missing (make test-e2e builds/installs them): " + ", ".join(missing))
     rows, notes = crosscheck.run(local_stack, CALLS, RATE, log=lambda _line: None, workdir=tmp_path)
     assert not notes, notes
     tools = {(r["tool"].split()[0], r["protocol"]): r for r in rows}

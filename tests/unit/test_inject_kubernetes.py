@@ -53,7 +53,7 @@ def test_sidecar_runs_the_agent_inject_renders_for_the_same_settings(tmp_path, c
 def test_example_overlay_builds_and_validates():
     tools = [ROOT / "bin" / name for name in ("kustomize", "kubeconform")]
     if not all(tool.exists() for tool in tools):
-        pytest.skip(f"{', '.join(str(t) for t in tools)} missing: make manifest-tools")
+        pytest.fail(f"{', '.join(str(t) for t in tools)} missing: make manifest-tools builds them")
     result = subprocess.run([str(ROOT / "tools" / "validate-manifests"), "--json", str(DURABLE / "example")],
                             capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -24,14 +24,16 @@ from wirelens_helpers.wait import wait_for
 ROOT = Path(__file__).resolve().parents[2]
 
 JAR = ROOT / "build" / "jvm" / "target" / "wirelens-jvm.jar"
-pytestmark = pytest.mark.skipif(not JAR.exists() or not (ROOT / "bin" / "rest-server").exists(),
-                                reason="needs `make jvm-services services`")
+
 REST_SERVERS = ("go", "webflux", "mvc")
 
 
 @pytest.fixture(scope="module")
 def servers():
     """{'go': port, 'webflux': port, 'mvc': port, 'go-grpc': port, 'jvm-grpc': port}, all running."""
+    missing = [str(p.relative_to(ROOT)) for p in (JAR, ROOT / "bin" / "rest-server") if not p.exists()]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} missing: make jvm-services services builds them")
     names = ("go", "go-grpc", "webflux", "mvc", "jvm-grpc")
     port_of = dict(zip(names, stack.free_ports(len(names))))
     java = ["java", "-Xmx256m", "-jar", str(JAR)]

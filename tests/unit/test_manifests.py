@@ -59,8 +59,7 @@ def find(docs: list[dict], kind: str, name: str) -> dict:
 
 def show(checks: list[dict]) -> None:
     for c in checks:
-        mark = "SKIP" if c["skipped"] else ("ok  " if c["ok"] else "FAIL")
-        print(f"{mark} {c['target']}: {c['check']}" + ("" if c["ok"] and not c["skipped"] else f": {c['detail']}"))
+        print(f"{'ok  ' if c['ok'] else 'FAIL'} {c['target']}: {c['check']}" + ("" if c["ok"] else f": {c['detail']}"))
 
 
 # ---------------------------------------------------------------- everything shipped is valid
@@ -85,10 +84,8 @@ def test_every_manifest_passes_kustomize_kubeconform_and_config_checks():
     checked = {c["check"].split(" (")[0] for c in checks}
     assert "meshconfig-check" in checked
     # The Collector's and Jaeger's configs as the pods get them, by the programs themselves.
-    if (BIN / "otelcol-wirelens").exists():
-        assert any(c["check"].startswith("otelcol-wirelens validate") and c["ok"] and not c["skipped"] for c in checks)
-    if (BIN / "jaeger").exists():
-        assert any(c["check"].startswith("jaeger validate") and c["ok"] and not c["skipped"] for c in checks)
+    assert any(c["check"].startswith("otelcol-wirelens validate") and c["ok"] for c in checks)
+    assert any(c["check"].startswith("jaeger validate") and c["ok"] for c in checks)
 
 
 # ---------------------------------------------------------------- and each check can fail
@@ -119,9 +116,28 @@ def test_a_broken_manifest_is_rejected_naming_the_field(tmp_path):
     assert len(errors) == 4, errors  # everything else in the stream still validates
 
 
+def test_a_missing_validator_fails_the_check_instead_of_skipping_it(tmp_path, monkeypatch):
+    """A Collector config nobody validated is not "ok": with no bin/otelcol-wirelens the check fails, naming it."""
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.SourceFileLoader("validate_manifests", str(VALIDATE))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    monkeypatch.setitem(sys.modules, loader.name, module)  # its dataclasses look their module up there
+    loader.exec_module(module)
+    monkeypatch.setattr(module, "BIN", tmp_path / "empty-bin")
+    report = module.Report()
+    stream = subprocess.run([str(BIN / "kustomize"), "build", str(ROOT / "deploy" / "kubernetes")],
+                            capture_output=True, text=True, check=True, timeout=300).stdout
+    module.validate_program_configs(stream, tmp_path / "work", report, "deploy/kubernetes")
+    collector = [c for c in report.checks if c["check"].startswith("otelcol-wirelens validate")]
+    assert collector and all(not c["ok"] for c in collector), report.checks
+    assert "bin/otelcol-wirelens is missing" in collector[0]["detail"], collector[0]
+
+
 def test_a_broken_collector_config_is_rejected_by_the_collector(tmp_path):
     if not (BIN / "otelcol-wirelens").exists():
-        pytest.skip("bin/otelcol-wirelens is not built (make collector)")
+        pytest.fail("bin/otelcol-wirelens is missing: make collector builds it")
     docs = kustomize("deploy/kubernetes")
     overrides = find(docs, "ConfigMap", "otel-collector-kubernetes")
     overrides["data"]["kubernetes.yaml"] = overrides["data"]["kubernetes.yaml"].replace(
@@ -166,7 +182,7 @@ def load(path: str) -> dict:
 
 def test_istio_manifests_are_rendered_from_the_current_sources():
     if not OPMAP.exists():
-        pytest.skip("build/opmap.json is not built (make proto)")
+        pytest.fail("build/opmap.json is missing: make proto builds it")
     result = subprocess.run([*programs.command("deploy.istio.render"), "--check"], cwd=ROOT, capture_output=True,
                             text=True)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -317,7 +333,7 @@ def rendered_policy_config(directory: Path) -> dict:
 
 def test_envoy_gateway_policy_carries_the_counterfactual_settings(tmp_path):
     if not OPMAP.exists():
-        pytest.skip("build/opmap.json is not built (make proto)")
+        pytest.fail("build/opmap.json is missing: make proto builds it")
     renderer = programs.command("deploy.envoy_gateway.manifests")
     plain, tuned = tmp_path / "plain", tmp_path / "tuned"
     subprocess.run([*renderer, "-o", str(plain)], cwd=ROOT, check=True, capture_output=True)
@@ -339,7 +355,7 @@ def test_envoy_gateway_set_commands_change_one_setting_and_keep_the_others(tmp_p
     from deploy.envoy_gateway import manifests
 
     if not (OPMAP.exists() and gateway.WASM.exists()):
-        pytest.skip("build/opmap.json or the filter is not built (make proto filter)")
+        pytest.fail("build/opmap.json or the filter is missing: make proto filter builds them")
     environ = {k: v for k, v in os.environ.items() if not k.startswith("WIRELENS_")}
     settings = gateway.load_settings({**environ, "WIRELENS_GATEWAY_STATE_DIR": str(tmp_path / "state")})
     # The standalone gateway follows the local stack's counterfactual settings (1 and 1 MiB there), like its Envoy.
@@ -367,7 +383,7 @@ def test_envoy_gateway_set_commands_change_one_setting_and_keep_the_others(tmp_p
 
 def test_istio_wasm_plugin_carries_the_counterfactual_settings(tmp_path):
     if not OPMAP.exists():
-        pytest.skip("build/opmap.json is not built (make proto)")
+        pytest.fail("build/opmap.json is missing: make proto builds it")
     renderer = programs.command("deploy.istio.render")
     flags = ["--counterfactual-rate", "0.05", "--counterfactual-max-bytes", "16384"]
     subprocess.run([*renderer, "--out-dir", str(tmp_path), *flags], cwd=ROOT, check=True, capture_output=True)
@@ -394,7 +410,7 @@ def test_envoy_gateway_native_build_set_commands_keep_the_dynamic_module(tmp_pat
     from envoy import wiring
 
     if not (OPMAP.exists() and wiring.MODULE_FILES["native"].exists()):
-        pytest.skip("build/opmap.json or the native filter is not built (make proto native)")
+        pytest.fail("build/opmap.json or the native filter is missing: make proto native builds them")
     environ = {k: v for k, v in os.environ.items() if not k.startswith("WIRELENS_")}
     settings = gateway.load_settings({**environ, "WIRELENS_GATEWAY_STATE_DIR": str(tmp_path / "state"),
                                       "WIRELENS_FILTER_MODULE": "native"})

@@ -25,13 +25,15 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "build" / "python" / "gen"))
 
 GEN = ROOT / "build" / "python" / "gen" / "wirelens" / "v1" / "math_pb2.py"
-pytestmark = pytest.mark.skipif(not GEN.exists() or not (ROOT / "bin" / "rest-server").exists(),
-                                reason="needs `make python-services services`")
+
 
 
 @pytest.fixture(scope="module")
 def pairs():
     """{'go': (rest port, grpc port), 'python': (...)}, all four servers running."""
+    missing = [str(p.relative_to(ROOT)) for p in (GEN, ROOT / "bin" / "rest-server") if not p.exists()]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} missing: make python-services services builds them")
     ports = stack.free_ports(4)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "services" / "python"), str(GEN.parents[2])])}
     commands = {

@@ -426,7 +426,6 @@ def test_compare_protocols_bootstrap_interval_and_verdict(ch):
         == ("0", "\\N", "\\N", "\\N", "")
 
 
-@pytest.mark.skipif(not (ROOT / "bin" / "wirelens").exists(), reason="bin/wirelens is built by `make services`")
 def test_one_saved_query_fills_the_extra_parameters_and_names_missing_ones(ch, capfd):
     """`wirelens query` runs one saved query; queries/saved.py hands its old flags over to it."""
     sql = clickhouse.saved_query("compare_protocols")

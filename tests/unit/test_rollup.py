@@ -275,7 +275,6 @@ def report(ch, *args: str) -> str:
     return done.stdout
 
 
-@pytest.mark.skipif(not (ROOT / "bin" / "wirelens").exists(), reason="bin/wirelens is built by `make services`")
 def test_the_report_reads_the_rollups_when_asked_and_says_so(ch):
     rolled = report(ch, "--source", "rollup")
     assert "Read from the rollups" in rolled and "--source rollup:" in rolled
