@@ -160,6 +160,7 @@ def record(rng: random.Random, protocol: str, op: tuple) -> tuple[dict, dict]:
         "envoy.bytes_received": req_body, "envoy.bytes_sent": resp_body,
         "envoy.duration_ms": duration // 1000, "envoy.request_duration_ms": 0,
         "envoy.response_duration_ms": duration // 1000, "envoy.response_tx_duration_ms": 0,
+        "envoy.duration_us": duration, "envoy.upstream_duration_us": int(duration * 0.7),
         "envoy.request_headers_bytes": 300 + rng.randrange(150),
         "envoy.response_headers_bytes": 112 if framed else 128,
         "envoy.downstream_header_bytes_received": 137 if http1 else 40 + rng.randrange(40),
@@ -198,7 +199,7 @@ def write_access_log(path: Path, calls: int, protocols: tuple[str, ...], seed: i
                           "wirelens.request_id": str(uuid.UUID(int=rng.getrandbits(128))),
                           "wirelens.run_id": "bench-ingest"}
             if n == 0:
-                missing = attribute_names - set(attributes)
+                missing = attribute_names - set(attributes) - {"envoy.traceparent"}  # set below
                 if missing:
                     raise Broken(f"the synthetic line lacks access-log attributes {sorted(missing)}: "
                                  "update bench/ingest.py with envoy/wiring.py's RECORD_FIELDS")
@@ -207,6 +208,8 @@ def write_access_log(path: Path, calls: int, protocols: tuple[str, ...], seed: i
                     "span_id": f"{rng.getrandbits(64):016x}",
                     "time": f"{start + n * 0.0005:.9f}",
                     "trace_id": f"{rng.getrandbits(128):032x}"}
+            # Envoy's injected traceparent: this call's span, sampled
+            attributes["envoy.traceparent"] = f"00-{line['trace_id']}-{line['span_id']}-01"
             written += out.write(json.dumps(line, separators=(",", ":"), sort_keys=True) + "\n")
     return written
 

@@ -70,6 +70,18 @@ RECORD_FIELDS: list[tuple[str, str, bool]] = [
     ("envoy.request_duration_ms", "%REQUEST_DURATION%", False),
     ("envoy.response_duration_ms", "%RESPONSE_DURATION%", False),
     ("envoy.response_tx_duration_ms", "%RESPONSE_TX_DURATION%", False),
+    # The same split in microseconds (issue 34): the call at Envoy, first byte received from the client to
+    # last byte sent to it, and the upstream exchange, first byte sent upstream to last byte received
+    # from it (the service, its framework and the loopback wire). x-envoy-upstream-service-time counts
+    # whole milliseconds, which read 0 for most calls. "-" (NULL) when no upstream served the call.
+    ("envoy.duration_us", "%COMMON_DURATION(DS_RX_BEG:DS_TX_END:us)%", False),
+    ("envoy.upstream_duration_us", "%COMMON_DURATION(US_TX_BEG:US_RX_END:us)%", False),
+    # Whether Envoy sent the call's span (issue 34): the traceparent its router injected upstream, whose
+    # flags are the tracer's final decision (01: sampled, the span goes to the Collector; 00: the
+    # client's traceparent said not sampled, or random_sampling left the call out). %TRACE_ID% cannot
+    # tell: Envoy 1.40 prints the trace id for sampled-out calls too. The view keeps the flag only
+    # (wirelens.requests.span_sampled).
+    ("envoy.traceparent", "%REQ(TRACEPARENT)%", False),
     # Header bytes as Envoy's codec counts them: for HTTP/2 on the wire these
     # are HPACK-compressed; REQUEST_HEADERS_BYTES is the uncompressed size.
     ("envoy.request_headers_bytes", "%REQUEST_HEADERS_BYTES%", False),

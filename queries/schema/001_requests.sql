@@ -173,6 +173,27 @@ ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS counterfactual_rate Float
 -- metadata (envoy/envoy.yaml.tmpl), empty for a call no upstream served.
 ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS stack LowCardinality(String);
 
+-- Issue 34. The time split in microseconds, from Envoy's own clock
+-- (%COMMON_DURATION%; envoy/wiring.py): envoy_duration_us the call at Envoy
+-- (first byte from the client to the last byte to it), upstream_duration_us
+-- the upstream exchange (first byte sent upstream to the last byte received
+-- from it: the service, its framework, the loopback wire). Envoy's time is
+-- their difference. NULL when no upstream served the call (a local reply),
+-- and in rows written before the columns existed. Their codec is the integer
+-- columns' (below), set here: queries/migrate.py builds a moved table from the
+-- CREATE TABLE and the codec ALTER only, and these come after it.
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS envoy_duration_us Nullable(UInt64) CODEC(T64, LZ4);
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS upstream_duration_us Nullable(UInt64) CODEC(T64, LZ4);
+-- Whether Envoy's tracer sampled the call, i.e. sent its span (to Jaeger and
+-- otel.otel_traces; best effort, see README "Guarantees"). 0: no span exists
+-- for trace_id: the client's traceparent said not sampled (flags 00), or
+-- Envoy's tracing random_sampling left the call out. The row itself is
+-- complete either way: the filter records every call (its own sample_rate
+-- aside). From the traceparent Envoy injected upstream (its flags are the
+-- tracer's final decision; %TRACE_ID% is printed for sampled-out calls too).
+-- Rows written before the column existed read 0.
+ALTER TABLE wirelens.requests ADD COLUMN IF NOT EXISTS span_sampled Bool;
+
 -- A table made while inserted_at was stamped per query (now64) stamps it per
 -- block from now on (metadata only; rows already there keep their value).
 ALTER TABLE wirelens.requests MODIFY COLUMN inserted_at DateTime64(3) MATERIALIZED nowInBlock64(3) CODEC(Delta, ZSTD);
@@ -316,6 +337,15 @@ SELECT
     toUInt64OrZero(attr('envoy.downstream_wire_bytes_sent'))   AS downstream_wire_bytes_sent,
     toUInt64OrZero(attr('envoy.connection_id'))                AS connection_id,
     -- a bounded value: Envoy's cluster metadata, never the client's header
-    leftUTF8(attr('wirelens.stack'), 32)                       AS stack
+    leftUTF8(attr('wirelens.stack'), 32)                       AS stack,
+    toUInt64OrNull(attr('envoy.duration_us'))                  AS envoy_duration_us,
+    toUInt64OrNull(attr('envoy.upstream_duration_us'))         AS upstream_duration_us,
+    -- bit 0 (sampled) of the flags of Envoy's own traceparent
+    -- (version-traceid-spanid-flags: the last hex digit odd), only when it
+    -- names this record's trace (an Envoy without a tracer passes the client's
+    -- header through and logs no TraceId)
+    TraceId != '' AND substring(attr('envoy.traceparent'), 4, 32) = lower(TraceId)
+        AND match(attr('envoy.traceparent'), '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f][13579bdf]$')
+                                                               AS span_sampled
 FROM otel.otel_logs
 WHERE mapContains(LogAttributes, 'wirelens.protocol');
