@@ -75,11 +75,26 @@ func Setup(ctx context.Context, defaultService string) (*Tracing, error) {
 	if err != nil || !on {
 		return &Tracing{}, err
 	}
-	if p := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"); p != "" && p != "grpc" {
-		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=%q: only grpc is built in", p)
+	tp, service, err := NewProvider(ctx, defaultService, "")
+	if err != nil {
+		return nil, err
 	}
-	if p := os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"); p != "" && p != "grpc" {
-		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: only grpc is built in", p)
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	slog.Info("service tracing on", "service", service, "switch", SwitchEnv)
+	return &Tracing{Enabled: true, Provider: tp, Service: service}, nil
+}
+
+// NewProvider builds an SDK tracer provider exporting OTLP/gRPC in batches,
+// without installing it globally: to endpointURL (e.g. http://127.0.0.1:4317,
+// plaintext) or, when empty, where the OTEL_EXPORTER_OTLP_* variables say.
+// It returns the service.name its spans carry (OTEL_SERVICE_NAME wins over
+// defaultService).
+func NewProvider(ctx context.Context, defaultService, endpointURL string) (*sdktrace.TracerProvider, string, error) {
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		if p := os.Getenv(name); p != "" && p != "grpc" {
+			return nil, "", fmt.Errorf("%s=%q: only grpc is built in", name, p)
+		}
 	}
 	// Later options win: the environment overrides the program's default name.
 	res, err := resource.New(ctx,
@@ -87,23 +102,23 @@ func Setup(ctx context.Context, defaultService string) (*Tracing, error) {
 		resource.WithTelemetrySDK(),
 		resource.WithFromEnv())
 	if err != nil {
-		return nil, fmt.Errorf("tracing resource: %w", err)
+		return nil, "", fmt.Errorf("tracing resource: %w", err)
 	}
-	exp, err := otlptracegrpc.New(ctx) // connects lazily: a Collector that is down only delays spans
+	var opts []otlptracegrpc.Option
+	if endpointURL != "" {
+		opts = append(opts, otlptracegrpc.WithEndpointURL(endpointURL))
+	}
+	exp, err := otlptracegrpc.New(ctx, opts...) // connects lazily: a Collector that is down only delays spans
 	if err != nil {
-		return nil, fmt.Errorf("OTLP trace exporter: %w", err)
+		return nil, "", fmt.Errorf("OTLP trace exporter: %w", err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	service := defaultService
 	for _, kv := range res.Attributes() {
 		if kv.Key == "service.name" {
 			service = kv.Value.AsString()
 		}
 	}
-	slog.Info("service tracing on", "service", service, "switch", SwitchEnv)
-	return &Tracing{Enabled: true, Provider: tp, Service: service}, nil
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), service, nil
 }
 
 // Shutdown flushes queued spans and stops the exporter (no-op when off).

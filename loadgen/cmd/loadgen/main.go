@@ -17,6 +17,7 @@ import (
 
 	"github.com/wirelens/wirelens/internal/chclient"
 	"github.com/wirelens/wirelens/internal/cli"
+	"github.com/wirelens/wirelens/internal/tracing"
 	"github.com/wirelens/wirelens/loadgen/internal/loadgen"
 )
 
@@ -48,8 +49,19 @@ proxy-side queries over the run id).
 A streaming call is one call: -messages messages on one client or bidi
 stream, -count replies on a server stream; messages_sent/received total
 them (1 and 1 per unary call). Latencies come from an HDR histogram
-(1 us resolution, 3 significant digits) of the successful calls. Every
-call carries a fresh W3C traceparent header (00-<trace id>-<span id>-01).
+(1 us resolution, 3 significant digits) of the successful calls.
+
+Trace context (-trace): every call carries a W3C traceparent, a fresh trace each.
+  header     (default) 00-<trace id>-<span id>-01; the parent span is not exported
+  sampled    a client span per call (service -service-name, kind CLIENT, named
+             "<operation> (<protocol>)"), the root of its trace, exported over OTLP/gRPC
+             to -otlp-endpoint; its context sent sampled (flags 01)
+  unsampled  flags 00 (the caller decided not to sample), no span
+  mix        calls 0, 2, 4, ... of each phase as sampled, 1, 3, 5, ... as unsampled
+  off        no traceparent: Envoy starts the trace
+-trace-ids writes "<protocol>\t<trace id>\t<flags>" per successful measured call
+(no line with -trace off: the client knows no trace id). The client spans are
+flushed before the summary is printed.
 
 Progress goes to stderr: rate, p50/p99 so far, errors, ETA; redrawn twice a
 second on a terminal, one line every 5 s otherwise (-progress). Ctrl-C
@@ -132,7 +144,12 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdout, stder
 	fs.StringVar(&cfg.Content, "content", "", "echo.*: the content of every message (default \"TestContent<i>\", i counting messages from 0, as in E5)")
 	fs.IntVar(&cfg.Messages, "messages", loadgen.DefaultMessages, "people.RegisterBatch, echo.BiStream: messages per stream")
 	fs.BoolVar(&cfg.Lockstep, "lockstep", false, "echo.BiStream: send each message only after the previous reply (ping-pong, one message in flight); default: pipelined")
-	traceFile := fs.String("trace-ids", "", "if set, write one line \"<protocol>\\t<trace id>\" per successful measured call to this file (truncated first)")
+	traceFile := fs.String("trace-ids", "", "if set, write one line \"<protocol>\\t<trace id>\\t<flags 01|00>\" per successful measured call to this file (truncated first)")
+	fs.StringVar(&cfg.Trace, "trace", loadgen.TraceHeader, "trace context of each call: "+strings.Join(loadgen.TraceModes(), " | ")+" (above)")
+	otlpEndpoint := fs.String("otlp-endpoint", cli.EnvOr("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317"),
+		"-trace sampled|mix: OTLP/gRPC endpoint the client spans go to (env OTEL_EXPORTER_OTLP_ENDPOINT)")
+	serviceName := fs.String("service-name", cli.EnvOr("OTEL_SERVICE_NAME", "wirelens-loadgen"),
+		"-trace sampled|mix: service.name of the client spans (env OTEL_SERVICE_NAME)")
 	fs.StringVar(&cfg.Stack, "stack", "", "if set, sent as the x-wirelens-stack header of every call: the pair of services Envoy routes it to ("+strings.Join(loadgen.Stacks(), "|")+"; none: go); recorded as wirelens.stack")
 	fs.StringVar(&cfg.RunID, "run-id", "", "if set, sent as the x-wirelens-run header of every call; Envoy records it as wirelens.run_id (generated when -clickhouse-url, -compare or -warmup need one)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "hard bound on the whole run, warm-up included; calls not finished by then count as errors (default 30s, or warm-up + -duration + 60s)")
@@ -155,6 +172,7 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdout, stder
 		fmt.Fprintf(stderr, "loadgen: unexpected arguments: %v\n", fs.Args())
 		return 2
 	}
+	flushSpans := func() error { return nil }
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
@@ -214,6 +232,24 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdout, stder
 		defer f.Close()
 		cfg.TraceIDs = f
 	}
+	if loadgen.TraceExports(cfg.Trace) {
+		tp, _, err := tracing.NewProvider(ctx, *serviceName, *otlpEndpoint)
+		if err != nil {
+			fmt.Fprintf(stderr, "loadgen: -trace %s: %v\n", cfg.Trace, err)
+			return 1
+		}
+		cfg.Tracer = tp.Tracer("github.com/wirelens/wirelens/loadgen")
+		defer func() { // after the run; before the summary is printed (below, flushSpans)
+			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer scancel()
+			_ = tp.Shutdown(sctx)
+		}()
+		flushSpans = func() error {
+			fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer fcancel()
+			return tp.ForceFlush(fctx)
+		}
+	}
 	cfg.Stop = stop
 	if interval > 0 {
 		cfg.Progress, cfg.ProgressInterval, cfg.ProgressTTY = stderr, interval, tty
@@ -229,6 +265,12 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdout, stder
 	}
 	sum, runErr := loadgen.Run(ctx, cfg)
 	ended := time.Now()
+	if err := flushSpans(); err != nil {
+		fmt.Fprintf(stderr, "loadgen: -trace %s: exporting the client spans to %s: %v\n", cfg.Trace, *otlpEndpoint, err)
+		if runErr == nil {
+			runErr = fmt.Errorf("client spans not exported: %w", err)
+		}
+	}
 	if sum.Protocol == "" && runErr != nil { // setup failed before any call
 		fmt.Fprintf(stderr, "loadgen: %v\n", runErr)
 		return 1

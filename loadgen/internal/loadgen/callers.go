@@ -232,7 +232,7 @@ func (c *restCaller) call(ctx context.Context, ci callInfo) (callStats, error) {
 		r = &built
 	}
 	name := c.protocol() + " " + c.method + " " + r.url
-	header := http.Header{"Traceparent": {ci.traceparent}}
+	header := withTraceparent(http.Header{}, ci.traceparent)
 	contentType := restapi.ContentTypeJSON
 	if c.proto {
 		// The Content-Type goes on bodiless requests too: it is how the
@@ -287,7 +287,9 @@ type grpcCall struct {
 }
 
 func (c *grpcCaller) call(ctx context.Context, ci callInfo) (callStats, error) {
-	ctx = metadata.AppendToOutgoingContext(ctx, "traceparent", ci.traceparent)
+	if ci.traceparent != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "traceparent", ci.traceparent)
+	}
 	if ci.runID != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, RunHeader, ci.runID)
 	}
@@ -545,11 +547,10 @@ func (c *grpcWebCaller) call(ctx context.Context, ci callInfo) (callStats, error
 		}
 	}
 	st := callStats{sent: 1}
-	extra := withRunID(http.Header{
-		"X-Grpc-Web":  {"1"},
-		"Traceparent": {ci.traceparent},
-		"Accept":      {c.contentType},
-	}, ci.runID)
+	extra := withRunID(withTraceparent(http.Header{
+		"X-Grpc-Web": {"1"},
+		"Accept":     {c.contentType},
+	}, ci.traceparent), ci.runID)
 	extra = withStack(extra, ci.stack)
 	resp, body, err := c.do(ctx, http.MethodPost, c.url, c.contentType, body, extra)
 	if err != nil {
@@ -614,6 +615,14 @@ func withStack(h http.Header, stack string) http.Header {
 }
 
 // withRunID adds the run header when the run has an id.
+// withTraceparent sets the call's traceparent, if it has one (-trace off: none).
+func withTraceparent(h http.Header, traceparent string) http.Header {
+	if traceparent != "" {
+		h.Set("Traceparent", traceparent)
+	}
+	return h
+}
+
 func withRunID(h http.Header, runID string) http.Header {
 	if runID != "" {
 		h.Set(RunHeader, runID)

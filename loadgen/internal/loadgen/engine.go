@@ -9,6 +9,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Run performs the calls and returns the summary of the measured phase and
@@ -17,6 +21,9 @@ import (
 func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err := cfg.Validate(); err != nil {
 		return Summary{}, err
+	}
+	if TraceExports(cfg.Trace) && cfg.Tracer == nil {
+		return Summary{}, fmt.Errorf("-trace %s needs a tracer to start the client spans", cfg.Trace)
 	}
 	w, err := newWorkload(cfg)
 	if err != nil {
@@ -103,19 +110,67 @@ type engine struct {
 // worker of the concurrent model); intended is its due time in the open
 // model (zero otherwise).
 func (e *engine) do(ctx context.Context, worker int, t ticket, intended time.Time) {
-	traceparent, traceID := newTraceparent()
 	runID := e.cfg.RunID
 	if t.warmup {
 		runID = e.cfg.WarmupRunID()
 	}
+	traceparent, traceID, flags, span := e.traceContext(ctx, t, runID)
 	t0 := time.Now()
 	st, err := e.c.call(ctx, callInfo{i: t.index, worker: worker, traceparent: traceparent, runID: runID, stack: e.cfg.Stack, warmup: t.warmup})
 	end := time.Now()
+	if span != nil {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End(trace.WithTimestamp(end))
+	}
 	e.rec.record(t, st, err, t0, end, intended)
-	if err == nil && !t.warmup && e.traces != nil {
+	if err == nil && !t.warmup && e.traces != nil && traceID != "" {
 		e.tmu.Lock()
-		fmt.Fprintf(e.traces, "%s\t%s\n", e.cfg.Protocol, traceID)
+		fmt.Fprintf(e.traces, "%s\t%s\t%s\n", e.cfg.Protocol, traceID, flags)
 		e.tmu.Unlock()
+	}
+}
+
+// traceContext is the trace context call t carries (-trace): its
+// traceparent ("" for none), trace id, flags, and its client span when
+// one is exported.
+func (e *engine) traceContext(ctx context.Context, t ticket, runID string) (traceparent, traceID, flags string, span trace.Span) {
+	mode := e.cfg.Trace
+	if mode == TraceMix {
+		mode = TraceSampled
+		if t.index%2 == 1 {
+			mode = TraceUnsampled
+		}
+	}
+	switch mode {
+	case TraceOff:
+		return "", "", "", nil
+	case TraceUnsampled:
+		tp, id := newTraceparentFlags("00")
+		return tp, id, "00", nil
+	case TraceSampled:
+		attrs := []attribute.KeyValue{
+			attribute.String("wirelens.protocol", e.cfg.Protocol),
+			attribute.String("wirelens.operation", e.cfg.Operation),
+			attribute.String("server.address", e.cfg.Target),
+			attribute.Int64("loadgen.call", t.index),
+		}
+		if runID != "" {
+			attrs = append(attrs, attribute.String("wirelens.run_id", runID))
+		}
+		_, span = e.cfg.Tracer.Start(ctx, e.cfg.Operation+" ("+e.cfg.Protocol+")",
+			trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+		sc := span.SpanContext()
+		// W3C form of the span's context (the SDK's sampler decides the flags: always sampled here).
+		flags = "00"
+		if sc.IsSampled() {
+			flags = "01"
+		}
+		return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + flags, sc.TraceID().String(), flags, span
+	default:
+		tp, id := newTraceparent()
+		return tp, id, "01", nil
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/wirelens/wirelens/internal/ops"
 )
 
@@ -121,8 +123,13 @@ type Config struct {
 	WarmupMessages int
 
 	Timeout  time.Duration // hard bound on the whole run, warm-up included
-	TraceIDs io.Writer     // if set, gets "<protocol>\t<trace id>\n" per successful measured call
-	RunID    string        // if set, sent as the x-wirelens-run header of every measured call
+	TraceIDs io.Writer     // if set, gets "<protocol>\t<trace id>\t<flags>\n" per successful measured call (none with Trace off)
+	// Trace is the trace context each call carries (-trace): TraceHeader (default), TraceSampled,
+	// TraceUnsampled, TraceMix or TraceOff. TraceSampled and TraceMix need Tracer.
+	Trace string
+	// Tracer starts the client span of each sampled call (TraceSampled, TraceMix).
+	Tracer trace.Tracer
+	RunID  string // if set, sent as the x-wirelens-run header of every measured call
 	// Stack, if set, is sent as the x-wirelens-stack header of every call:
 	// the local Envoy routes it to that stack's pair of services (Stacks).
 	Stack string
@@ -182,11 +189,40 @@ type Summary struct {
 	Proxy *ProxySummary `json:"proxy,omitempty"`
 }
 
+// The trace context modes (-trace).
+const (
+	// TraceHeader: a fresh sampled traceparent per call whose parent span is
+	// not exported (the default; Envoy's span is then the first one stored).
+	TraceHeader = "header"
+	// TraceSampled: a client span per call, exported, its context sent sampled (flags 01).
+	TraceSampled = "sampled"
+	// TraceUnsampled: a fresh traceparent per call with flags 00; no span.
+	TraceUnsampled = "unsampled"
+	// TraceMix: calls 0, 2, 4, ... of each phase as TraceSampled, the others as TraceUnsampled.
+	TraceMix = "mix"
+	// TraceOff: no traceparent at all: Envoy starts the trace.
+	TraceOff = "off"
+)
+
+// TraceModes lists the -trace values.
+func TraceModes() []string {
+	return []string{TraceHeader, TraceSampled, TraceUnsampled, TraceMix, TraceOff}
+}
+
+// TraceExports reports whether mode exports client spans (needs a Tracer).
+func TraceExports(mode string) bool { return mode == TraceSampled || mode == TraceMix }
+
 // Validate checks cfg, normalises the target (an http:// prefix is dropped)
 // and fills in the defaults of Count, Messages, Model and MaxInFlight.
 func (cfg *Config) Validate() error {
 	cfg.Target = strings.TrimPrefix(cfg.Target, "http://")
 	var errs []error
+	if cfg.Trace == "" {
+		cfg.Trace = TraceHeader
+	}
+	if !slices.Contains(TraceModes(), cfg.Trace) {
+		errs = append(errs, fmt.Errorf("-trace must be one of %s, got %q", strings.Join(TraceModes(), "|"), cfg.Trace))
+	}
 	if cfg.Target == "" || strings.Contains(cfg.Target, "/") {
 		errs = append(errs, fmt.Errorf("-target must be host:port, got %q", cfg.Target))
 	}
@@ -416,6 +452,11 @@ func NewRunID(prefix string) string {
 // newTraceparent returns a W3C traceparent with random, non-zero trace and
 // span ids (sampled), and the trace id alone.
 func newTraceparent() (traceparent, traceID string) {
+	return newTraceparentFlags("01")
+}
+
+// newTraceparentFlags is newTraceparent with the given trace flags (01 sampled, 00 not).
+func newTraceparentFlags(flags string) (traceparent, traceID string) {
 	var b [24]byte
 	for {
 		rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
@@ -424,7 +465,7 @@ func newTraceparent() (traceparent, traceID string) {
 		}
 	}
 	traceID = hex.EncodeToString(b[:16])
-	return "00-" + traceID + "-" + hex.EncodeToString(b[16:]) + "-01", traceID
+	return "00-" + traceID + "-" + hex.EncodeToString(b[16:]) + "-" + flags, traceID
 }
 
 func allZero(b []byte) bool {
