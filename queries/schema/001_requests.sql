@@ -344,8 +344,9 @@ SELECT
     -- (version-traceid-spanid-flags: the last hex digit odd), only when it
     -- names this record's trace (an Envoy without a tracer passes the client's
     -- header through and logs no TraceId)
-    TraceId != '' AND substring(attr('envoy.traceparent'), 4, 32) = lower(TraceId)
-        AND match(attr('envoy.traceparent'), '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f][13579bdf]$')
+    TraceId != '' AND length(attr('envoy.traceparent')) = 55
+        AND substring(attr('envoy.traceparent'), 4, 32) = lower(TraceId)
+        AND match(attr('envoy.traceparent'), '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f][13579bdf]')
                                                                AS span_sampled
 FROM otel.otel_logs
 WHERE mapContains(LogAttributes, 'wirelens.protocol');
