@@ -150,14 +150,15 @@ func (e *engine) traceContext(ctx context.Context, t ticket, runID string) (trac
 		tp, id := newTraceparentFlags("00")
 		return tp, id, "00", nil
 	case TraceSampled:
+		// loadgen.* names: wirelens.* is the proxy's record, which the Collector and the queries key on.
 		attrs := []attribute.KeyValue{
-			attribute.String("wirelens.protocol", e.cfg.Protocol),
-			attribute.String("wirelens.operation", e.cfg.Operation),
-			attribute.String("server.address", e.cfg.Target),
+			attribute.String("loadgen.protocol", e.cfg.Protocol),
+			attribute.String("loadgen.operation", e.cfg.Operation),
 			attribute.Int64("loadgen.call", t.index),
+			attribute.String("server.address", e.cfg.Target),
 		}
 		if runID != "" {
-			attrs = append(attrs, attribute.String("wirelens.run_id", runID))
+			attrs = append(attrs, attribute.String("loadgen.run_id", runID))
 		}
 		_, span = e.cfg.Tracer.Start(ctx, e.cfg.Operation+" ("+e.cfg.Protocol+")",
 			trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
