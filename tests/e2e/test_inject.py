@@ -28,9 +28,10 @@ import json
 import ssl
 import string
 import subprocess
-import threading
+import sys
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +41,8 @@ import pytest
 from tests.e2e.conftest import ROOT, free_ports, jaeger_trace, rows, stack
 from wirelens_helpers import supervise
 from wirelens_helpers.wait import wait_for
-from tests.e2e.test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REQUEST, grpc_frame, traceparent, varint
+from tests.e2e.numbered_calls import NumberedCalls
+from tests.e2e.test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REPLY, REST_REQUEST, grpc_frame, traceparent, varint
 from wirelens_helpers import programs
 from envoy import wiring
 from envoy.inject import edit
@@ -336,24 +338,13 @@ def with_custom_section(wasm: bytes, name: str, payload: bytes) -> bytes:
     return wasm + b"\x00" + varint(len(content)) + content
 
 
-class Traffic(threading.Thread):
-    """REST calls one after another until stopped; counts the ones that did not answer 200."""
-
-    def __init__(self, port: int, run_id: str):
-        super().__init__(daemon=True)
-        self.port, self.run_id = port, run_id
-        self.sent = self.failed = 0
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                status, _, _ = _http(self.port, None, "POST", "/v1/hello", REST_REQUEST,
-                                     {"content-type": "application/json", "x-wirelens-run": self.run_id})
-                self.failed += status != 200
-            except OSError:
-                self.failed += 1
-            self.sent += 1
+def numbered_rest_call(port: int, run_id: str) -> Callable[[int, str], str | None]:
+    """One numbered REST call (tests/e2e/numbered_calls.py's send): None when answered 200 with the reply."""
+    def send(number: int, tp: str) -> str | None:
+        status, _, body = _http(port, None, "POST", "/v1/hello", REST_REQUEST,
+                                {"content-type": "application/json", "x-wirelens-run": run_id, "traceparent": tp})
+        return None if status == 200 and body == REST_REPLY else f"status {status}, body {body[:80]!r}"
+    return send
 
 
 def upgraded_build(module: str, tmp_path: Path, run: str) -> Path:
@@ -390,7 +381,10 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, mo
     rejected_stat = "extension_config_discovery.http_filter.wirelens.update_rejected"
     envoy = Envoy(injected, ports["ADMIN_PORT"], tmp_path / "envoy.log")
     run = f"ecds-{uuid.uuid4().hex[:8]}"
-    background = Traffic(ports["LISTEN_PORT"], f"{run}-background")
+    # Numbered calls all through the changes (tests/e2e/numbered_calls.py): every one answered, and one row
+    # each at sample_rate 1, also in flight during the map change and the upgrade; none at 0.
+    through = NumberedCalls(numbered_rest_call(ports["LISTEN_PORT"], f"{run}-through"), rate_per_s=25,
+                            name=f"numbered calls through the ECDS changes ({module})")
     per_phase = 20
 
     def phase(name: str) -> None:
@@ -399,21 +393,22 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, mo
                                  {"content-type": "application/json", "x-wirelens-run": f"{run}-{name}"})
             assert status == 200
 
-    def update(*flags: str) -> str:
+    def update(*flags: str, sample_rate: float = 1) -> str:
         reloads = envoy.stat(reload_stat)
-        done = subprocess.run([*INJECT, "--update-ecds", "--ecds-dir", str(ecds), *flags],
-                              env=programs.environment(), capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
-        # The known point: Envoy has taken the new resource.
-        wait_for(f"{reload_stat} > {reloads} after --update-ecds {' '.join(flags)}", lambda: envoy.stat(reload_stat),
-                 lambda seen: seen > reloads, timeout_s=30)
+        with through.change(" ".join(f.rsplit("/", 1)[-1] for f in flags), sample_rate):
+            done = subprocess.run([*INJECT, "--update-ecds", "--ecds-dir", str(ecds), *flags],
+                                  env=programs.environment(), capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+            # The known point: Envoy has taken the new resource.
+            wait_for(f"{reload_stat} > {reloads} after --update-ecds {' '.join(flags)}",
+                     lambda: envoy.stat(reload_stat), lambda seen: seen > reloads, timeout_s=30)
         assert envoy.stat(rejected_stat) == 0, \
             f"Envoy rejected --update-ecds {' '.join(flags)}:\n{(tmp_path / 'envoy.log').read_text()[-3000:]}"
         return done.stderr
 
     upgraded = upgraded_build(module, tmp_path, run)
     try:
-        background.start()
+        through.start()
         phase("no-map")
         update("--descriptor-set", str(DESCRIPTORS))
         phase("map")
@@ -422,10 +417,12 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, mo
         phase("counterfactual")
         assert "wirelens: counterfactual_rate 1 -> 0\n" in update("--counterfactual-rate", "0")
         phase("no-counterfactual")
-        update("--sample-rate", "0")
+        update("--sample-rate", "0", sample_rate=0)
         phase("unsampled")
+        update("--sample-rate", "1")
+        # The upgrade at sample_rate 1: the calls in flight while Envoy swaps the module lose no row either.
         if module == "native":
-            update("--sample-rate", "1", "--native", str(upgraded))
+            update("--native", str(upgraded))
             # A new build is a new content-addressed path, which Envoy loads beside the old one.
             (resource,) = json.loads((ecds / "wirelens.json").read_text())["resources"]
             loaded = wiring.filter_parts(resource["typed_config"])[2]
@@ -435,15 +432,12 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, mo
                      lambda found: found, timeout_s=30)
         else:
             vms = envoy.stat("wasm.envoy.wasm.runtime.v8.created")
-            update("--sample-rate", "1", "--wasm", str(upgraded))
+            update("--wasm", str(upgraded))
             assert envoy.stat("wasm.envoy.wasm.runtime.v8.created") > vms, "the new module did not start a new VM"
         phase("upgraded")
-        background.stopping.set()
-        background.join(30)
-        assert background.sent > 0 and background.failed == 0, \
-            f"{background.failed} of {background.sent} calls failed while the filter was reconfigured"
+        through.stop()
         query = (f"SELECT run_id, operation, count() FROM wirelens.requests FINAL WHERE run_id LIKE '{run}-%' "
-                 f"AND run_id != '{run}-background' GROUP BY run_id, operation ORDER BY run_id")
+                 f"AND run_id != '{run}-through' GROUP BY run_id, operation ORDER BY run_id")
         want = [[f"{run}-counterfactual", "hello.SayHello", str(per_phase)],
                 [f"{run}-map", "hello.SayHello", str(per_phase)],
                 [f"{run}-no-counterfactual", "hello.SayHello", str(per_phase)],
@@ -465,12 +459,12 @@ def test_ecds_switches_operation_map_sample_rate_and_module_live(local_stack, mo
             [f"{run}-no-counterfactual", "", "\\N", "\\N", str(per_phase)],
             [f"{run}-upgraded", "", "\\N", "\\N", str(per_phase)]], counterfactual
     finally:
-        background.stopping.set()
+        through.stopping.set()
         envoy.stop()
-    # Background calls made while sampling was on are rows, none twice.
-    background_rows = int(rows(settings, f"SELECT count() FROM wirelens.requests FINAL "
-                                         f"WHERE run_id = '{run}-background'")[0][0])
-    assert 0 < background_rows <= background.sent
+    # The numbered calls: all answered, all logged, at sample_rate 1 exactly one row each (the missing and the
+    # doubled named by number), none while it was 0; the calls in a 1 <-> 0 window one row or none.
+    counts = through.check(settings, f"{run}-through")
+    print(f"{module}: " + through.summary(counts) + "\n  " + "\n  ".join(through.timeline()), file=sys.stderr)
 
 
 # ---------------------------------------------------------------- the default path across a Collector restart
