@@ -12,8 +12,15 @@ response for `x-wirelens-pause-ms` after its first message
   grpc-web, grpc-web-text), paused PAUSE_MS after its first message:
   ttfb_us <= MARGIN (the first message, and the headers with it, left before
   the pause) and pause <= duration_us <= pause + MARGIN;
-- every row of the run: ttfb_us <= duration_us, and Envoy's own %DURATION%
-  (envoy_duration_ms, whole milliseconds) agrees with the filter's
+- hello.SayHello over rest and rest-proto, paused PAUSE_MS: the REST server
+  sends the headers and the first half of the body, pauses, then the rest
+  (chunked; internal/restserver). The client times the first part's arrival
+  itself: ttfb_us within MARGIN of that time, and
+  pause <= duration_us <= pause + MARGIN;
+- every row of the run: ttfb_us <= duration_us, duration_us <= the client's
+  own elapsed time for the call (the filter's clock starts after the client
+  sent and stops before the client has the last byte), and Envoy's own
+  %DURATION% (envoy_duration_ms, whole milliseconds) agrees with the filter's
   duration_us within 1 ms.
 
 The tolerance. The lower bound is the injected delay itself, with no slack:
@@ -54,7 +61,8 @@ from envoy import wiring
 from tests.e2e.conftest import rows, stack_for_module, stack_on_free_ports
 from wirelens_helpers.wait import wait_for
 from tests.e2e.test_inject import call
-from tests.e2e.test_local_stack import grpc_frame, proto_string_field, traceparent
+from tests.e2e.test_local_stack import (HELLO_REPLY, HELLO_REQUEST, REST_REPLY, REST_REQUEST, grpc_frame,
+                                        proto_string_field, traceparent)
 
 HOLDS_MS = (0, 150, 400)
 PAUSE_MS = 500
@@ -65,6 +73,7 @@ STREAM_REPLIES = 3
 HOLD_HEADER, PAUSE_HEADER = "x-wirelens-hold-ms", "x-wirelens-pause-ms"  # internal/delay
 UNARY_PROTOCOLS = ("rest", "rest-proto", "rest-transcoded", "grpc", "grpc-web", "grpc-web-text")
 STREAM_PROTOCOLS = ("grpc", "grpc-web", "grpc-web-text")  # gRPC-Web streams from the server only
+REST_PAUSE_PROTOCOLS = ("rest", "rest-proto")  # the Go REST server's answer in two parts (internal/restserver)
 STREAM_REQUEST = proto_string_field(1, "latency") + bytes([2 << 3, STREAM_REPLIES])  # EchoStreamRequest
 
 
@@ -128,12 +137,34 @@ def server_stream(port: int, protocol: str, headers: dict[str, str]) -> str:
     return "OK" if b"grpc-status:0" in data.replace(b" ", b"") else data.decode(errors="replace")
 
 
+def rest_paused(port: int, protocol: str, headers: dict[str, str]) -> tuple[float, float]:
+    """One hello.SayHello over REST whose answer pauses after its first part; when the first part and the whole
+    answer arrived, in ms after the request was sent (the client's own clock)."""
+    body, reply, kind = ((REST_REQUEST, REST_REPLY, {"content-type": "application/json"}) if protocol == "rest" else
+                         (HELLO_REQUEST, HELLO_REPLY, {"content-type": "application/x-protobuf",
+                                                       "accept": "application/x-protobuf"}))
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    conn.connect()
+    started = time.monotonic()
+    conn.request("POST", "/v1/hello", body=body, headers={**headers, **kind})
+    response = conn.getresponse()
+    first = response.read((len(reply) + 1) // 2)  # the server flushes the first half, then pauses
+    first_ms = (time.monotonic() - started) * 1000
+    rest = response.read()
+    elapsed_ms = (time.monotonic() - started) * 1000
+    conn.close()
+    assert response.status == 200 and first + rest == reply, (protocol, response.status, first, rest)
+    assert response.getheader("transfer-encoding") == "chunked", response.getheaders()
+    return first_ms, elapsed_ms
+
+
 def test_rows_show_the_injected_delays(latency_stack):
     settings = latency_stack
     run_id = f"e2e-latency-{uuid.uuid4().hex[:8]}"
     envoy, transcoder = int(settings["WIRELENS_ENVOY_PORT"]), int(settings["WIRELENS_ENVOY_TRANSCODE_PORT"])
-    # trace id -> (what was injected, protocol, the client's own elapsed ms)
-    sent: dict[str, tuple[str, int, str, float]] = {}
+    # trace id -> (what was injected, protocol, the client's own elapsed ms, and for a REST pause the ms at which
+    # its first part arrived)
+    sent: dict[str, tuple[str, int, str, float, float | None]] = {}
     for _ in range(REPEATS):
         for hold_ms in HOLDS_MS:
             for protocol in UNARY_PROTOCOLS:
@@ -143,13 +174,18 @@ def test_rows_show_the_injected_delays(latency_stack):
                 answer = call(protocol, transcoder if protocol == "rest-transcoded" else envoy, {}, None, headers)
                 elapsed_ms = (time.monotonic() - started) * 1000
                 assert answer.status in ("200", "OK"), (protocol, hold_ms, answer)
-                sent[trace_id] = ("hold", hold_ms, protocol, elapsed_ms)
+                sent[trace_id] = ("hold", hold_ms, protocol, elapsed_ms, None)
         for protocol in STREAM_PROTOCOLS:
             trace_id, tp = traceparent()
             headers = {"x-wirelens-run": run_id, "traceparent": tp, PAUSE_HEADER: str(PAUSE_MS)}
             started = time.monotonic()
             assert server_stream(envoy, protocol, headers) == "OK", protocol
-            sent[trace_id] = ("pause", PAUSE_MS, protocol, (time.monotonic() - started) * 1000)
+            sent[trace_id] = ("pause", PAUSE_MS, protocol, (time.monotonic() - started) * 1000, None)
+        for protocol in REST_PAUSE_PROTOCOLS:
+            trace_id, tp = traceparent()
+            headers = {"x-wirelens-run": run_id, "traceparent": tp, PAUSE_HEADER: str(PAUSE_MS)}
+            first_ms, elapsed_ms = rest_paused(envoy, protocol, headers)
+            sent[trace_id] = ("pause", PAUSE_MS, protocol, elapsed_ms, first_ms)
 
     columns = ("trace_id, protocol, operation, ttfb_us, duration_us, envoy_duration_ms, "
                "ifNull(toString(request_duration_us), '-'), ifNull(toString(request_duration_ms), '-')")
@@ -161,15 +197,17 @@ def test_rows_show_the_injected_delays(latency_stack):
         f"rows for traces not sent, or sent calls without one row: {sorted(set(by_trace) ^ set(sent))}"
 
     margin_us, failures, excused = MARGIN_MS * 1000, [], []
-    print(f"\n{'kind':5} {'ms':>4} {'protocol':15} {'client ms':>9} {'ttfb us':>8} {'duration us':>11} {'envoy ms':>8}")
-    for trace_id, (kind, delay_ms, protocol, elapsed_ms) in sorted(sent.items(), key=lambda i: i[1][:3]):
+    print(f"\n{'kind':5} {'ms':>4} {'protocol':15} {'client ms':>9} {'1st part':>8} {'ttfb us':>8} {'duration us':>11} "
+          f"{'envoy ms':>8}")
+    for trace_id, (kind, delay_ms, protocol, elapsed_ms, first_ms) in sorted(sent.items(), key=lambda i: i[1][:3]):
         _, recorded_as, operation, ttfb_us, duration_us, envoy_ms, request_us, request_ms = by_trace[trace_id]
         ttfb_us, duration_us, envoy_ms, delay_us = int(ttfb_us), int(duration_us), int(envoy_ms), delay_ms * 1000
-        print(f"{kind:5} {delay_ms:4} {protocol:15} {elapsed_ms:9.1f} {ttfb_us:8} {duration_us:11} {envoy_ms:8}")
+        print(f"{kind:5} {delay_ms:4} {protocol:15} {elapsed_ms:9.1f} {first_ms or 0:8.1f} {ttfb_us:8} "
+              f"{duration_us:11} {envoy_ms:8}")
         what = f"{protocol} {kind} {delay_ms} ms (trace {trace_id}): ttfb_us={ttfb_us} duration_us={duration_us}"
         if recorded_as != protocol:
             failures.append(f"{what}: recorded as {recorded_as}")
-        if operation != ("hello.SayHello" if kind == "hold" else "echo.ServerStream"):
+        if operation != ("hello.SayHello" if kind == "hold" or first_ms is not None else "echo.ServerStream"):
             failures.append(f"{what}: operation {operation}")
         if ttfb_us > duration_us:
             failures.append(f"{what}: time to first byte after the end")
@@ -178,6 +216,11 @@ def test_rows_show_the_injected_delays(latency_stack):
         if kind == "pause" and not (ttfb_us <= margin_us and delay_us <= duration_us <= delay_us + margin_us):
             failures.append(f"{what}: want ttfb_us <= {margin_us} and {delay_us} <= duration_us <= "
                             f"{delay_us + margin_us}")
+        if first_ms is not None and abs(ttfb_us - first_ms * 1000) > margin_us:
+            failures.append(f"{what}: the client had the first part after {first_ms:.1f} ms, want ttfb_us within "
+                            f"{MARGIN_MS} ms of it")
+        if duration_us > elapsed_ms * 1000:
+            failures.append(f"{what}: duration_us outlasts the client's own elapsed time {elapsed_ms:.1f} ms")
         waited_us = envoy_wait_before_filter_us(request_us, request_ms)
         disagreement = envoy_disagreement(duration_us, envoy_ms, waited_us)
         if disagreement:
