@@ -91,11 +91,10 @@ def what_if_table(rows: list[dict[str, str]]) -> str:
     return "\n".join(out)
 
 
-def send(settings: dict[str, str], protocol: str, port_setting: str, operation: str, calls: int, run_id: str,
-         trace_ids: Path) -> dict:
+def send(settings: dict[str, str], protocol: str, port_setting: str, operation: str, calls: int, run_id: str) -> dict:
     argv = [str(ROOT / "bin" / "loadgen"), "-target", f"127.0.0.1:{settings[port_setting]}",
             "-protocol", protocol, "-operation", operation, "-n", str(calls), "-run-id", run_id,
-            "-trace-ids", str(trace_ids), "-timeout", "120s"]
+            "-timeout", "120s"]
     result = subprocess.run(argv, capture_output=True, text=True)
     if result.returncode != 0:
         raise stack.StackError(f"loadgen over {protocol} failed (exit {result.returncode}):\n{result.stderr.strip()}")
@@ -107,6 +106,19 @@ def jaeger_search_url(jaeger: str, run_id: str, service: str = "wirelens-envoy")
     query = {"service": service, "tags": json.dumps({"wirelens.run_id": run_id}, separators=(",", ":")),
              "lookback": "2h", "limit": "1500"}
     return f"{jaeger}/search?{urllib.parse.urlencode(query)}"
+
+
+NO_SPAN = ("no span: Envoy did not sample these calls (span_sampled = false: the client's traceparent said "
+           "not sampled, flags 00, or Envoy's tracing random_sampling left them out); their rows are complete")
+
+
+def traces_to_link(settings: dict[str, str], run_id: str) -> dict[str, tuple[str, int]]:
+    """Per protocol of the run: the trace id of one call whose span Envoy sent ('' if none did) and how many
+    calls have no span (span_sampled = false), from wirelens.requests: only those with a span get a link."""
+    sql = ("SELECT protocol, anyIf(trace_id, span_sampled AND trace_id != ''), countIf(NOT span_sampled) "
+           f"FROM wirelens.requests FINAL WHERE run_id = '{run_id}' GROUP BY protocol FORMAT TSV")
+    return {p: (trace_id, int(no_span)) for p, trace_id, no_span in
+            (line.split("\t") for line in stack.clickhouse_query(settings, sql).splitlines() if line)}
 
 
 def wait_for_rows(settings: dict[str, str], run_id: str, expected: dict[str, int], timeout_s: float = 60) -> None:
@@ -139,15 +151,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sending {args.calls} calls of {args.operation} per protocol through Envoy "
               f"(127.0.0.1:{settings['WIRELENS_ENVOY_PORT']}; transcoded REST on "
               f":{settings['WIRELENS_ENVOY_TRANSCODE_PORT']}), run id {run_id}")
-        one_trace: dict[str, str] = {}
         for recorded_as, protocol, port_setting in PROTOCOLS:
-            trace_ids = stack.state_dir(settings) / f"{run_id}.{recorded_as}.trace-ids"
-            summary = send(settings, protocol, port_setting, args.operation, args.calls, run_id, trace_ids)
-            one_trace[recorded_as] = trace_ids.read_text().splitlines()[0].split("\t")[1]
-            trace_ids.unlink()
+            summary = send(settings, protocol, port_setting, args.operation, args.calls, run_id)
             print(f"  {recorded_as:<15} {summary['ok']}/{summary['calls']} ok, client-side p50 "
                   f"{summary['p50_ms']:.2f} ms, p99 {summary['p99_ms']:.2f} ms")
         wait_for_rows(settings, run_id, {p: args.calls for p, _, _ in PROTOCOLS})
+        traces = traces_to_link(settings, run_id)
 
         http_url = stack.clickhouse_url(settings)
         params = {**clickhouse.window(dt.datetime.now(dt.timezone.utc) - started + dt.timedelta(minutes=1)),
@@ -176,12 +185,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"                    bin/wirelens query what_if_protocol --run {run_id} --clickhouse-url {http_url}"
               "  (docs/what-if.md)")
         print(f"  Jaeger UI         {jaeger}/search  (API: {jaeger}/api/services)")
-        print("  one call per protocol, its trace in Jaeger's UI:")
-        for protocol, trace_id in one_trace.items():
-            print(f"    {protocol:<15} {jaeger}/trace/{trace_id}")
+        print("  one call per protocol, its trace in Jaeger's UI (only calls whose span Envoy sent):")
+        for protocol, _, _ in PROTOCOLS:
+            trace_id, no_span = traces.get(protocol, ("", 0))
+            print(f"    {protocol:<15} {jaeger}/trace/{trace_id}" if trace_id else f"    {protocol:<15} {NO_SPAN}")
+        if unlinked := {p: n for p, (_, n) in traces.items() if n}:
+            print(f"  calls without a span, not linked: {unlinked} ({NO_SPAN})")
         print(f"  this run's calls  {jaeger_search_url(jaeger, run_id)}")
-        example = one_trace["grpc-web"]
-        print(f"  in the terminal:  bin/wirelens trace {example} --jaeger-url {jaeger}")
+        if example := traces.get("grpc-web", ("", 0))[0] or next((t for t, _ in traces.values() if t), ""):
+            print(f"  in the terminal:  bin/wirelens trace {example} --jaeger-url {jaeger}")
         print("  the other stacks:  make experiments STACK=python|jvm|all   "
               "(the same calls on FastAPI/grpcio and Spring/grpc-java, protocol versus stack)")
         print("  the stack keeps running: `make status`, `make down`")

@@ -135,7 +135,7 @@ the --since window.
 Flags:
 `
 
-const traceUsage = `Usage: wirelens trace ID [--jaeger-url URL] [--all-tags]
+const traceUsage = `Usage: wirelens trace ID [--jaeger-url URL] [--all-tags] [--clickhouse-url URL] [--user USER]
 
 Fetches one trace from Jaeger's API (<jaeger-url>/api/traces/ID) and prints it
 as an indented tree of spans: service, operation name, duration, start offset
@@ -145,6 +145,11 @@ the link that opens the trace in Jaeger's UI (<jaeger-url>/trace/ID).
 
 ID is the trace id (up to 32 hex digits), as in "wirelens report"'s slowest
 calls, the trace_id column of wirelens.requests, or loadgen -trace-ids.
+
+A trace Jaeger does not have is looked up in wirelens.requests: when its
+calls are there with span_sampled = false, Envoy never sent their span (the
+client's traceparent said not sampled, flags 00, or Envoy's random_sampling
+left the call out) and the command says so instead of "not found yet".
 
 Flags:
 `
@@ -521,6 +526,10 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		"Jaeger's query API, as a `URL` (env WIRELENS_JAEGER_URL)")
 	allTags := fs.Bool("all-tags", false, "print every tag of each span, not only wirelens.*, rpc.* and http.*")
 	timeout := fs.Duration("timeout", 30*time.Second, "time allowed to the request to Jaeger, a `DURATION`")
+	chURL := fs.String("clickhouse-url", cli.EnvOr("WIRELENS_CLICKHOUSE_URL", defaultClickHouse),
+		"ClickHouse's HTTP interface, as a `URL` (env WIRELENS_CLICKHOUSE_URL): why a trace Jaeger lacks has no span")
+	user := fs.String("user", cli.EnvOr("CLICKHOUSE_USER", ""), "ClickHouse `USER` to read as (env CLICKHOUSE_USER)")
+	password := fs.String("password", os.Getenv("CLICKHOUSE_PASSWORD"), "the user's `PASSWORD` (env CLICKHOUSE_PASSWORD)")
 	positional, code, ok := parse(fs, traceUsage, args, stdout, stderr)
 	if !ok {
 		return code
@@ -536,6 +545,13 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer cancel()
 	client := &trace.Client{URL: *jaegerURL}
 	t, err := client.Fetch(ctx, id)
+	var notFound *trace.NotFoundError
+	if errors.As(err, &notFound) {
+		if why := noSpanReason(ctx, *chURL, *user, *password, id); why != "" {
+			fmt.Fprintf(stderr, "wirelens: trace %s has no span in Jaeger: %s\n", id, why)
+			return 1
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "wirelens: %v\n", err)
 		return 1
@@ -549,4 +565,30 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	return 0
+}
+
+// noSpanReason says why a trace Jaeger lacks has no span, when wirelens.requests knows: its calls are
+// recorded with span_sampled = false. "" when it cannot tell (no such rows, a sampled one, ClickHouse
+// unreachable): then "not found" stands.
+func noSpanReason(ctx context.Context, chURL, user, password, id string) string {
+	endpoint, err := chclient.WithLogin(chURL, user, password)
+	if err != nil {
+		return ""
+	}
+	ch, err := report.NewClickHouse(endpoint, 10*time.Second)
+	if err != nil {
+		return ""
+	}
+	res, err := ch.Query(ctx, `SELECT count() AS calls, countIf(span_sampled) AS sampled FROM wirelens.requests FINAL
+PREWHERE trace_id = leftPad({id:String}, 32, '0')`, map[string]string{"id": id})
+	if err != nil || len(res.Rows) != 1 || len(res.Rows[0]) != 2 {
+		return ""
+	}
+	calls, sampled := report.CellText(res.Rows[0][0]), report.CellText(res.Rows[0][1])
+	if calls == "0" || sampled != "0" {
+		return ""
+	}
+	return fmt.Sprintf("Envoy's tracer did not sample its %s call(s) in wirelens.requests (span_sampled = false): the "+
+		"client's traceparent said not sampled (flags 00), or Envoy's tracing random_sampling left them out, so no span "+
+		"was sent. The rows are complete; only the trace does not exist.", calls)
 }

@@ -70,7 +70,13 @@ type SlowCall struct {
 	TraceURL   string // Jaeger UI
 	APIURL     string // Jaeger API (JSON)
 	Command    string // wirelens trace <id>
+	// NoSpan says why a call with a trace id has no trace in Jaeger (span_sampled false); then the
+	// links and the command are empty.
+	NoSpan string
 }
+
+// NoSpanReason is what the report says of a call whose span Envoy did not send.
+const NoSpanReason = "no span: not sampled (client traceparent flags 00, or Envoy's random_sampling)"
 
 // Report is everything the renderers show.
 type Report struct {

@@ -90,9 +90,11 @@ func (f *fakeClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			`{"name":"median_us","type":"UInt64"},{"name":"quantiles_us","type":"Array(Float64)"}`, rows...)
 	case strings.Contains(sql, "duration_us DESC"):
 		answer(`{"name":"timestamp","type":"DateTime64(9)"},{"name":"operation","type":"LowCardinality(String)"},`+
-			`{"name":"protocol","type":"LowCardinality(String)"},{"name":"duration_us","type":"UInt64"},{"name":"trace_id","type":"String"}`,
-			`["2026-11-22 03:00:02.950515000","hello.SayHello","rest",11492,"93ed946bb5f4d49aa2968873a2ed5432"]`,
-			`["2026-11-22 03:00:02.724249000","hello.SayHello","grpc",2543,""]`)
+			`{"name":"protocol","type":"LowCardinality(String)"},{"name":"duration_us","type":"UInt64"},{"name":"trace_id","type":"String"},`+
+			`{"name":"span_sampled","type":"Bool"}`,
+			`["2026-11-22 03:00:02.990000000","hello.SayHello","grpc",20001,"5e1ec7ed5e1ec7ed5e1ec7ed5e1ec7ed",false]`,
+			`["2026-11-22 03:00:02.950515000","hello.SayHello","rest",11492,"93ed946bb5f4d49aa2968873a2ed5432",true]`,
+			`["2026-11-22 03:00:02.724249000","hello.SayHello","grpc",2543,"",false]`)
 	case strings.Contains(sql, "-- bytes"):
 		answer(`{"name":"operation","type":"String"},{"name":"protocol","type":"String"},{"name":"req_header_b","type":"Float64"},`+
 			`{"name":"req_body_b","type":"Float64"},{"name":"req_framing_b","type":"Float64"},{"name":"resp_header_b","type":"Float64"},`+
@@ -202,10 +204,17 @@ func TestBuildRunsEveryQueryAndKeepsGoingAfterAnError(t *testing.T) {
 			}
 		}
 	}
-	if len(rep.SlowCalls) != 2 || rep.SlowCalls[0].TraceURL != "http://jaeger:16686/trace/93ed946bb5f4d49aa2968873a2ed5432" ||
-		rep.SlowCalls[0].APIURL != "http://jaeger:16686/api/traces/93ed946bb5f4d49aa2968873a2ed5432" ||
-		rep.SlowCalls[0].Command != "wirelens trace 93ed946bb5f4d49aa2968873a2ed5432" || rep.SlowCalls[1].TraceURL != "" {
+	// The slowest call has a trace id but no span (span_sampled false): no link, the reason instead.
+	if len(rep.SlowCalls) != 3 || rep.SlowCalls[0].TraceURL != "" || rep.SlowCalls[0].Command != "" ||
+		rep.SlowCalls[0].NoSpan != NoSpanReason ||
+		rep.SlowCalls[1].TraceURL != "http://jaeger:16686/trace/93ed946bb5f4d49aa2968873a2ed5432" ||
+		rep.SlowCalls[1].APIURL != "http://jaeger:16686/api/traces/93ed946bb5f4d49aa2968873a2ed5432" ||
+		rep.SlowCalls[1].Command != "wirelens trace 93ed946bb5f4d49aa2968873a2ed5432" || rep.SlowCalls[2].TraceURL != "" ||
+		rep.SlowCalls[2].NoSpan != "" {
 		t.Errorf("slow calls %+v", rep.SlowCalls)
+	}
+	if notes := strings.Join(rep.Slowest.Notes, " "); !strings.Contains(notes, "1 of these 3 calls have no span") {
+		t.Errorf("slowest notes %q", notes)
 	}
 
 	var text strings.Builder
@@ -215,6 +224,7 @@ func TestBuildRunsEveryQueryAndKeepsGoingAfterAnError(t *testing.T) {
 	for _, want := range []string{"== How many bytes per call? [bytes_by_operation.sql]", "== Does a failure stay in its section? [broken.sql]",
 		"ERROR: Code: 62.", "note: No rows in the window.", "  run         dev1", "1 query failed",
 		"hello.SayHello  grpc         30             30            1   0.395", "wirelens trace 93ed946bb5f4d49aa2968873a2ed5432",
+		"Not linked (2 of 3): #1 " + NoSpanReason + "; #3 no trace id;",
 		"  sampling    none: every call was recorded (sample_rate 1), counts are exact (63 calls)"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("terminal output lacks %q:\n%s", want, text.String())
@@ -238,10 +248,14 @@ func TestBuildRunsEveryQueryAndKeepsGoingAfterAnError(t *testing.T) {
 	}
 	for _, want := range []string{"<style>", "run <code>dev1</code>", `href="http://jaeger:16686/trace/93ed946bb5f4d49aa2968873a2ed5432"`,
 		`href="http://jaeger:16686/api/traces/93ed946bb5f4d49aa2968873a2ed5432"`, "ERROR: Code: 62.", "How many bytes per call?",
-		`<path class="series" data-series="rest"`, `<rect class="bar"`, "streaming_efficiency.sql not found"} {
+		`<path class="series" data-series="rest"`, `<rect class="bar"`, "streaming_efficiency.sql not found",
+		`title="trace 5e1ec7ed5e1ec7ed5e1ec7ed5e1ec7ed: Envoy sent no span for this call">no span: not sampled`} {
 		if !strings.Contains(html, want) {
 			t.Errorf("HTML lacks %q", want)
 		}
+	}
+	if strings.Contains(html, "/trace/5e1ec7ed5e1ec7ed5e1ec7ed5e1ec7ed") {
+		t.Error("HTML links the trace of a call without a span")
 	}
 	// Self-contained: no scripts, no external resources.
 	if regexp.MustCompile(`(?i)<script|<link|<img|\ssrc=|@import|url\(`).MatchString(html) {

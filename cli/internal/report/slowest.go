@@ -4,6 +4,7 @@ package report
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/wirelens/wirelens/cli/internal/trace"
@@ -23,7 +24,10 @@ func slowestSection(ctx context.Context, ch *ClickHouse, params map[string]strin
 		sec.Errors = append(sec.Errors, "the built-in query lacks columns "+strings.Join(missing, ", "))
 		return sec, nil
 	}
+	// span_sampled: whether Envoy sent the call's span. A query without it (an older copy) links every trace id.
+	sampledIdx := res.Index("span_sampled")
 	var calls []SlowCall
+	noSpan := 0
 	// Times as "YYYY-MM-DD hh:mm:ss[.fraction]": drop the date when every call shares it.
 	sameDate := true
 	firstTS := CellText(res.Rows[0][idx[0]])
@@ -35,7 +39,10 @@ func slowestSection(ctx context.Context, ch *ClickHouse, params map[string]strin
 		id := CellText(row[idx[4]])
 		c := SlowCall{Timestamp: CellText(row[idx[0]]), Operation: CellText(row[idx[1]]), Protocol: CellText(row[idx[2]]),
 			DurationUS: cellF(row, idx[3]), TraceID: id}
-		if id != "" {
+		if id != "" && sampledIdx >= 0 && !cellTrue(row[sampledIdx]) {
+			c.NoSpan = NoSpanReason
+			noSpan++
+		} else if id != "" {
 			c.TraceURL = trace.UIURL(jaeger, id)
 			c.APIURL = jaeger + "/api/traces/" + id
 			c.Command = "wirelens trace " + id
@@ -52,5 +59,20 @@ func slowestSection(ctx context.Context, ch *ClickHouse, params map[string]strin
 	if sameDate {
 		sec.SlowDate = firstTS[:10]
 	}
+	if noSpan > 0 {
+		sec.Notes = append(sec.Notes, fmt.Sprintf("%d of these %d calls have no span (span_sampled = false): Envoy's tracer "+
+			"did not sample them, because the client's traceparent said not sampled (flags 00) or Envoy's "+
+			"tracing random_sampling left them out, so no trace exists for their trace_id; only calls with a span are linked. "+
+			"Their rows are complete: the filter records every call whatever the trace's sampling.", noSpan, len(calls)))
+	}
 	return sec, calls
+}
+
+// cellTrue reads a Bool cell as ClickHouse's JSON writes it (true/false; 1/0 from older servers or as text).
+func cellTrue(v any) bool {
+	switch CellText(v) {
+	case "true", "1":
+		return true
+	}
+	return false
 }

@@ -60,10 +60,34 @@ func WriteText(w io.Writer, rep *Report, format string) error {
 			return err
 		}
 		if sec == rep.Slowest && len(rep.SlowCalls) > 0 && !tsv {
-			c := rep.SlowCalls[0]
-			fmt.Fprintf(&b, "\n  Print a trace as a tree:  %s\n  In Jaeger's UI:  %s  (JSON: %s)\n", c.Command, c.TraceURL, c.APIURL)
-			if len(rep.SlowCalls) > 1 && strings.HasSuffix(c.TraceURL, c.TraceID) {
-				fmt.Fprintf(&b, "  Any other row: its trace_id after %s\n", strings.TrimSuffix(c.TraceURL, c.TraceID))
+			// The slowest call whose span exists: a row with span_sampled = false has no trace to open.
+			var linked *SlowCall
+			unlinked := 0
+			for i := range rep.SlowCalls {
+				if rep.SlowCalls[i].TraceURL == "" {
+					unlinked++
+				} else if linked == nil {
+					linked = &rep.SlowCalls[i]
+				}
+			}
+			if c := linked; c != nil {
+				fmt.Fprintf(&b, "\n  Print a trace as a tree:  %s\n  In Jaeger's UI:  %s  (JSON: %s)\n", c.Command, c.TraceURL, c.APIURL)
+				if len(rep.SlowCalls)-unlinked > 1 && strings.HasSuffix(c.TraceURL, c.TraceID) {
+					fmt.Fprintf(&b, "  Any other row with span_sampled = true: its trace_id after %s\n", strings.TrimSuffix(c.TraceURL, c.TraceID))
+				}
+			}
+			if unlinked > 0 {
+				fmt.Fprintf(&b, "  Not linked (%d of %d): ", unlinked, len(rep.SlowCalls))
+				for i, c := range rep.SlowCalls {
+					if c.TraceURL == "" {
+						why := c.NoSpan
+						if why == "" {
+							why = "no trace id"
+						}
+						fmt.Fprintf(&b, "#%d %s; ", i+1, why)
+					}
+				}
+				b.WriteString("\n")
 			}
 		}
 	}

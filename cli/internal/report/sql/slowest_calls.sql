@@ -1,8 +1,11 @@
 -- Question: which calls were the slowest (measured at the proxy), and which
 -- trace shows each of them?
 --
--- Built into `wirelens report`: each trace id gets a Jaeger link and the
--- `wirelens trace <id>` command.
+-- Built into `wirelens report`: each trace id whose span exists
+-- (span_sampled) gets a Jaeger link and the `wirelens trace <id>` command;
+-- the others say why they have none: Envoy did not sample the call (the
+-- client's traceparent said not sampled, or Envoy's random_sampling left it
+-- out), so no span was sent. Their rows are complete all the same.
 --
 -- Parameters:
 --   {since:DateTime64(3)}  window start (inclusive)
@@ -13,7 +16,8 @@ SELECT
     operation,
     protocol,
     duration_us,
-    trace_id
+    trace_id,
+    span_sampled
 FROM wirelens.requests FINAL
 WHERE timestamp >= {since:DateTime64(3)}
   AND timestamp < {until:DateTime64(3)}
