@@ -172,6 +172,11 @@ def _drain_logship(settings: dict[str, str], timeout_s: float = 10.0) -> None:
 SERVICE_NAMES = {
     "rest-service": "wirelens-rest-server",
     "grpc-service": "wirelens-grpc-server",
+    "python-rest-service": "wirelens-py-rest",
+    "python-grpc-service": "wirelens-py-grpc",
+    "jvm-rest-service": "wirelens-jvm-rest",
+    "jvm-mvc-rest-service": "wirelens-jvm-mvc-rest",
+    "jvm-grpc-service": "wirelens-jvm-grpc",
 }
 
 
@@ -194,8 +199,11 @@ def service_tracing_env(service_name: str) -> Callable[[dict[str, str]], dict[st
     return env
 
 
-def _python_env(settings: dict[str, str]) -> dict[str, str]:
-    return {"PYTHONPATH": os.pathsep.join([str(ROOT / "services" / "python"), str(BUILD / "python" / "gen")])}
+def _python_env(component: str) -> Callable[[dict[str, str]], dict[str, str]]:
+    """The Python pair's module path and its tracing (services/python/wirelens_py/tracing.py)."""
+    tracing = service_tracing_env(SERVICE_NAMES[component])
+    return lambda s: {"PYTHONPATH": os.pathsep.join([str(ROOT / "services" / "python"), str(BUILD / "python" / "gen")]),
+                      **tracing(s)}
 
 
 def _require_python_gen(settings: dict[str, str]) -> None:
@@ -209,9 +217,19 @@ JVM_JAR = BUILD / "jvm" / "target" / "wirelens-jvm.jar"
 JVM_OPTS = os.environ.get("WIRELENS_JVM_OPTS", "-Xmx256m")
 
 
+# The OpenTelemetry Java agent (services/jvm/pom.xml copies it beside the jar): each JVM's own tracing
+# (WebFlux/Reactor Netty, Web MVC/Tomcat, grpc-java), configured by service_tracing_env's OTEL_*
+# variables. WIRELENS_SERVICE_TRACING=off starts the JVMs without it: no agent, no SDK.
+JVM_AGENT = BUILD / "jvm" / "target" / "otel" / "opentelemetry-javaagent.jar"
+
+
 def _jvm(server: str, port_variable: str) -> Callable[[dict[str, str]], list[str]]:
-    return lambda s: ["java", *JVM_OPTS.split(), "-jar", require(JVM_JAR, "run `make jvm-services`"),
-                      server, "127.0.0.1", s[port_variable]]
+    def command(s: dict[str, str]) -> list[str]:
+        agent = ([f"-javaagent:{require(JVM_AGENT, 'run `make jvm-services`')}"]
+                 if s["WIRELENS_SERVICE_TRACING"] == "on" else [])
+        return ["java", *JVM_OPTS.split(), *agent, "-jar", require(JVM_JAR, "run `make jvm-services`"),
+                server, "127.0.0.1", s[port_variable]]
+    return command
 
 
 COMPONENTS: list[Component] = [
@@ -294,7 +312,7 @@ COMPONENTS: list[Component] = [
         ports=["WIRELENS_PYTHON_REST_PORT"],
         ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_PYTHON_REST_PORT']}/healthz"),
         enabled=stack_on("python"),
-        env=_python_env,
+        env=_python_env("python-rest-service"),
         prepare=_require_python_gen,
     ),
     Component(
@@ -304,7 +322,7 @@ COMPONENTS: list[Component] = [
         ports=["WIRELENS_PYTHON_GRPC_PORT"],
         ready=lambda s: tcp_open(int(s["WIRELENS_PYTHON_GRPC_PORT"])),
         enabled=stack_on("python"),
-        env=_python_env,
+        env=_python_env("python-grpc-service"),
         prepare=_require_python_gen,
     ),
     # The JVM pair (services/jvm): Spring WebFlux and Spring Web MVC for REST, grpc-java.
@@ -315,6 +333,7 @@ COMPONENTS: list[Component] = [
         ports=["WIRELENS_JVM_REST_PORT"],
         ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_JVM_REST_PORT']}/healthz"),
         enabled=stack_on("jvm"),
+        env=service_tracing_env(SERVICE_NAMES["jvm-rest-service"]),
     ),
     Component(
         name="jvm-mvc-rest-service",
@@ -322,6 +341,7 @@ COMPONENTS: list[Component] = [
         ports=["WIRELENS_JVM_MVC_REST_PORT"],
         ready=lambda s: http_ok(f"http://127.0.0.1:{s['WIRELENS_JVM_MVC_REST_PORT']}/healthz"),
         enabled=stack_on("jvm"),
+        env=service_tracing_env(SERVICE_NAMES["jvm-mvc-rest-service"]),
     ),
     Component(
         name="jvm-grpc-service",
@@ -329,6 +349,7 @@ COMPONENTS: list[Component] = [
         ports=["WIRELENS_JVM_GRPC_PORT"],
         ready=lambda s: tcp_open(int(s["WIRELENS_JVM_GRPC_PORT"])),
         enabled=stack_on("jvm"),
+        env=service_tracing_env(SERVICE_NAMES["jvm-grpc-service"]),
     ),
     Component(
         name="envoy",

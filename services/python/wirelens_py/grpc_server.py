@@ -18,7 +18,7 @@ from concurrent import futures
 import grpc
 
 from wirelens.v1 import hello_pb2, hello_pb2_grpc, math_pb2, math_pb2_grpc
-from wirelens_py import domain
+from wirelens_py import domain, tracing
 
 
 class Hello(hello_pb2_grpc.HelloServicer):
@@ -39,7 +39,8 @@ class Math(math_pb2_grpc.MathServicer):
 
 
 def serve(listen: str, workers: int) -> grpc.Server:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
+    # OpenTelemetry's grpcio server interceptor unless WIRELENS_SERVICE_TRACING=off (tracing.py).
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), interceptors=tracing.grpc_interceptors(),
                          options=[("grpc.max_receive_message_length", 64 << 20)])
     hello_pb2_grpc.add_HelloServicer_to_server(Hello(), server)
     math_pb2_grpc.add_MathServicer_to_server(Math(), server)

@@ -23,7 +23,7 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
 from wirelens.v1 import hello_pb2, math_pb2
-from wirelens_py import domain
+from wirelens_py import domain, tracing
 
 CONTENT_TYPE_JSON = "application/json"
 PROTOBUF_TYPES = ("application/protobuf", "application/x-protobuf")
@@ -37,6 +37,8 @@ HTTP_STATUS = {
 }
 
 app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+# OpenTelemetry's FastAPI instrumentation unless WIRELENS_SERVICE_TRACING=off (tracing.py).
+tracing.instrument_fastapi(app)
 
 
 def _media(value: str) -> str:
