@@ -8,10 +8,14 @@
 -- compare_protocols (each resample's median drawn from its exact order
 -- statistic distribution, {resamples} resamples per side; the SQL functions of
 -- queries/schema/005_functions.sql). The upstream
--- columns are the medians of Envoy's x-envoy-upstream-service-time (ms: time
--- in the service and its framework); proxy_*_ms the medians of Envoy's
--- duration minus it (ms: time in Envoy), so a ratio can be read as the
--- service's or the proxy's. resp_body_* are the mean response body bytes.
+-- columns are the medians of upstream_duration_us (µs, Envoy's clock: first
+-- byte sent upstream to the last byte received from it, the service, its
+-- framework and the loopback wire); proxy_*_us the medians of the call's time
+-- at Envoy (envoy_duration_us) minus it (µs: time in Envoy), so a ratio can be
+-- read as the service's or the proxy's. Microseconds, not the whole
+-- milliseconds of x-envoy-upstream-service-time, which read 0 / 0 for most
+-- operations (issue 34). Calls without an upstream (NULL) are left out of
+-- both. resp_body_* are the mean response body bytes.
 --
 -- Sampling: quantiles over the recorded calls (queries/README.md, "Sampling");
 -- n_rest and n_grpc count recorded calls. Warm-up calls (loadgen sends them
@@ -31,10 +35,10 @@ WITH
             stack,
             arraySort(groupArrayIf(duration_us, protocol = 'rest'))                  AS a,
             arraySort(groupArrayIf(duration_us, protocol = 'grpc'))                  AS b,
-            medianExactIf(upstream_service_ms, protocol = 'rest')                    AS upstream_rest,
-            medianExactIf(upstream_service_ms, protocol = 'grpc')                    AS upstream_grpc,
-            medianExactIf(toInt64(envoy_duration_ms) - upstream_service_ms, protocol = 'rest') AS proxy_rest,
-            medianExactIf(toInt64(envoy_duration_ms) - upstream_service_ms, protocol = 'grpc') AS proxy_grpc,
+            medianExactIf(upstream_duration_us, protocol = 'rest')                   AS upstream_rest,
+            medianExactIf(upstream_duration_us, protocol = 'grpc')                   AS upstream_grpc,
+            medianExactIf(toInt64(envoy_duration_us) - toInt64(upstream_duration_us), protocol = 'rest') AS proxy_rest,
+            medianExactIf(toInt64(envoy_duration_us) - toInt64(upstream_duration_us), protocol = 'grpc') AS proxy_grpc,
             avgIf(response_body_bytes, protocol = 'rest')                            AS body_rest,
             avgIf(response_body_bytes, protocol = 'grpc')                            AS body_grpc
         FROM wirelens.requests FINAL
@@ -68,10 +72,10 @@ SELECT
     round(b[wirelens_rank(length(b), 0.5)] / a[wirelens_rank(length(a), 0.5)], 3)    AS median_ratio,
     if(empty(ci), NULL, round(ci[1], 3))                                             AS median_ci_low,
     if(empty(ci), NULL, round(ci[2], 3))                                             AS median_ci_high,
-    upstream_rest                                                                    AS upstream_rest_ms,
-    upstream_grpc                                                                    AS upstream_grpc_ms,
-    proxy_rest                                                                       AS proxy_rest_ms,
-    proxy_grpc                                                                       AS proxy_grpc_ms,
+    upstream_rest                                                                    AS upstream_rest_us,
+    upstream_grpc                                                                    AS upstream_grpc_us,
+    proxy_rest                                                                       AS proxy_rest_us,
+    proxy_grpc                                                                       AS proxy_grpc_us,
     round(body_rest, 1)                                                              AS resp_body_rest_b,
     round(body_grpc, 1)                                                              AS resp_body_grpc_b
 FROM boot

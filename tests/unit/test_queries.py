@@ -43,7 +43,7 @@ COLUMNS = {
         "p99_ratio p99_ci_low p99_ci_high verdict"),
     "protocol_vs_stack": (
         "operation stack n_rest n_grpc median_rest_ms median_grpc_ms median_ratio median_ci_low median_ci_high "
-        "upstream_rest_ms upstream_grpc_ms proxy_rest_ms proxy_grpc_ms resp_body_rest_b resp_body_grpc_b"),
+        "upstream_rest_us upstream_grpc_us proxy_rest_us proxy_grpc_us resp_body_rest_b resp_body_grpc_b"),
     "latency_bytes_by_operation": (
         "operation protocol calls sampled_calls sample_rate p50_ms p95_ms p99_ms req_header_b req_body_b "
         "resp_header_b resp_body_b"),
@@ -605,22 +605,30 @@ def test_protocol_vs_stack_ratio_per_stack_with_an_interval(ch):
         for stack_name, protocol, ms in (("go", "rest", 10), ("go", "grpc", 5), ("python", "rest", 4),
                                          ("python", "grpc", 8), ("", "grpc", 1)):
             us = ms * 1000 + (i % 5) * 10
+            # Envoy's µs split: the call at Envoy 137 µs longer than the filter's, the upstream 50 µs shorter
             values.append(f"('{ts(60 + i / 100)}', 's-{stack_name}-{protocol}-{i}', 'rs', '{protocol}', 'op.S', "
-                          f"'{stack_name}', {us}, {ms + 1}, {ms}, {100 if protocol == 'rest' else 40})")
+                          f"'{stack_name}', {us}, {ms + 1}, {ms}, {us + 137}, {us - 50}, "
+                          f"{100 if protocol == 'rest' else 40})")
+    # and one call no upstream served (a local reply): no upstream time, left out of the split
+    values.append(f"('{ts(61)}', 's-local', 'rs', 'rest', 'op.S', 'go', 10000, 0, NULL, 55, NULL, 100)")
     ch.sql("INSERT INTO wirelens.requests (timestamp, request_id, run_id, protocol, operation, stack, duration_us, "
-           "envoy_duration_ms, upstream_service_ms, response_body_bytes) VALUES " + ",".join(values))
+           "envoy_duration_ms, upstream_service_ms, envoy_duration_us, upstream_duration_us, response_body_bytes) VALUES "
+           + ",".join(values))
     try:
         rows = by(query(ch, "protocol_vs_stack", "rs"), "operation", "stack")
         assert sorted(rows) == [("op.S", "go"), ("op.S", "python")]
         go, python = rows[("op.S", "go")], rows[("op.S", "python")]
-        assert (go["n_rest"], go["n_grpc"], go["median_rest_ms"], go["median_grpc_ms"]) == ("30", "30", "10.02", "5.02")
+        assert (go["n_rest"], go["n_grpc"], go["median_rest_ms"], go["median_grpc_ms"]) == ("31", "30", "10.02", "5.02")
         assert float(go["median_ratio"]) == round(5020 / 10020, 3)
         assert float(python["median_ratio"]) == round(8020 / 4020, 3)
         for row in (go, python):
             assert float(row["median_ci_low"]) <= float(row["median_ratio"]) <= float(row["median_ci_high"])
         assert float(go["median_ci_high"]) < 1 < float(python["median_ci_low"])  # the protocol flips with the stack
-        assert (python["upstream_rest_ms"], python["proxy_rest_ms"], python["resp_body_rest_b"],
-                python["resp_body_grpc_b"]) == ("4", "1", "100", "40")
+        # medians of 30 calls (0, 10, 20, 30, 40 µs of spread, 6 each): the 16th is the spread's 20
+        assert (python["upstream_rest_us"], python["proxy_rest_us"], python["resp_body_rest_b"],
+                python["resp_body_grpc_b"]) == ("3970", "187", "100", "40")
+        assert (go["upstream_rest_us"], go["upstream_grpc_us"], go["proxy_rest_us"], go["proxy_grpc_us"]) == \
+            ("9970", "4970", "187", "187")
     finally:
         ch.sql("ALTER TABLE wirelens.requests DELETE WHERE run_id = 'rs' SETTINGS mutations_sync = 1")
 
