@@ -6,6 +6,12 @@ string, a JSON body and a gRPC message payload. Then every table of every
 non-system database in ClickHouse (each row formatted whole, maps and arrays
 included) and the calls' traces in Jaeger are searched for them.
 
+wirelens' own data is what is scanned: Envoy's spans (service wirelens-envoy) in otel.otel_traces
+and Jaeger, and every other table whole. The services' own spans (issue 34: the application's
+tracing, OpenTelemetry's instrumentation with its defaults) are the application's: they do record
+the user agent (user_agent.original), and the scan must find it there, which shows it reads those
+spans and leaves them out on purpose.
+
 A grpc-message can echo client input: catalog GetProduct's "product <id> not
 found". With WIRELENS_GRPC_MESSAGE_BYTES at its default (128) the id is within
 the cut and *is* stored: the scan must find it, which shows the scan can
@@ -27,6 +33,7 @@ import grpc
 import pytest
 
 from tests.e2e.conftest import rows, stack
+from tests.e2e.spans import ENVOY, only
 from wirelens_helpers.wait import wait_for
 
 SYSTEM_DATABASES = ("system", "INFORMATION_SCHEMA", "information_schema")
@@ -113,16 +120,23 @@ def stored_tables(settings) -> list[str]:
         "ORDER BY database, name")]
 
 
-def clickhouse_findings(settings, wanted: dict[str, str]) -> dict[str, dict[str, str]]:
-    """kind -> {table: the text around the secret in one of its rows}, searching every row formatted whole."""
+# Tables that hold the services' spans too: wirelens' rows are the ones of this service.
+SPAN_TABLES = {"otel.otel_traces": f"ServiceName = '{ENVOY}'"}
+
+
+def clickhouse_findings(settings, wanted: dict[str, str], services: bool = False) -> dict[str, dict[str, str]]:
+    """kind -> {table: the text around the secret in one of its rows}, searching every row formatted whole
+    (in otel.otel_traces Envoy's spans, or with services=True only the services' spans)."""
     kinds = list(wanted)
     values = "[" + ", ".join(f"'{wanted[k]}'" for k in kinds) + "]"  # letters and digits only (secret())
     found: dict[str, dict[str, str]] = {}
     for table in stored_tables(settings):
+        where = f"WHERE {'NOT ' if services else ''}({SPAN_TABLES[table]})" if table in SPAN_TABLES else \
+            "WHERE 0" if services else ""
         hits = rows(settings, f"""
             -- Which of the secrets appear anywhere in a row of this table, and in what context?
             SELECT hit, any(substring(row, greatest(1, toInt64(position(row, {values}[hit])) - 120), 240))
-            FROM (SELECT formatRow('TSVRaw', *) AS row FROM `{table.replace('.', '`.`', 1)}`)
+            FROM (SELECT formatRow('TSVRaw', *) AS row FROM `{table.replace('.', '`.`', 1)}` {where})
             ARRAY JOIN arrayFilter(i -> position(row, {values}[i]) > 0, range(1, {len(kinds) + 1})) AS hit
             GROUP BY hit""")
         for index, context in hits:
@@ -130,16 +144,21 @@ def clickhouse_findings(settings, wanted: dict[str, str]) -> dict[str, dict[str,
     return found
 
 
-def jaeger_trace_json(settings, trace_id: str) -> str | None:
+def jaeger_trace_json(settings, trace_id: str) -> dict[str, str] | None:
+    """The trace from Jaeger's API once Envoy's span is in: {"envoy": its spans' JSON, "services": the rest}."""
     url = f"http://127.0.0.1:{settings['WIRELENS_JAEGER_QUERY_PORT']}/api/traces/{trace_id}"
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
-            text = response.read().decode()
+            data = json.loads(response.read().decode()).get("data") or []
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             return None
         raise
-    return text if json.loads(text).get("data") else None
+    envoy = only(data[0]) if data else None
+    if envoy is None:
+        return None
+    others = [span for span in data[0]["spans"] if span not in envoy["spans"]]
+    return {"envoy": json.dumps(envoy), "services": json.dumps({**data[0], "spans": others})}
 
 
 def wait_for_spans(settings, trace_ids: list[str]) -> None:
@@ -148,7 +167,8 @@ def wait_for_spans(settings, trace_ids: list[str]) -> None:
     trace_list = "(" + ", ".join(f"'{t}'" for t in trace_ids) + ")"
     wait_for(f"the spans of {len(trace_ids)} traces in otel.otel_traces",
              lambda: sorted(set(trace_ids) - {t for (t,) in rows(
-                 settings, f"SELECT DISTINCT TraceId FROM otel.otel_traces WHERE TraceId IN {trace_list}")}),
+                 settings, f"SELECT DISTINCT TraceId FROM otel.otel_traces WHERE TraceId IN {trace_list} "
+                           f"AND ServiceName = '{ENVOY}'")}),
              lambda missing: not missing, timeout_s=90.0, interval_s=0.5)
 
 
@@ -237,10 +257,18 @@ def catalog_size(stored: list[tuple[str, str]]) -> str:
 def test_no_secret_is_stored_anywhere(local_stack, secrets_run):
     settings, wanted = local_stack, secrets_run["secrets"]
     in_clickhouse = clickhouse_findings(settings, wanted)
-    in_jaeger = {kind: {trace: text[max(0, text.index(value) - 120):text.index(value) + 120]
-                        for trace, text in secrets_run["jaeger"].items() if value in text}
+    def jaeger_findings(part: str) -> dict[str, dict[str, str]]:
+        found = {kind: {trace: text[part][max(0, text[part].index(value) - 120):text[part].index(value) + 120]
+                        for trace, text in secrets_run["jaeger"].items() if value in text[part]}
                  for kind, value in wanted.items()}
-    in_jaeger = {kind: traces for kind, traces in in_jaeger.items() if traces}
+        return {kind: traces for kind, traces in found.items() if traces}
+    in_jaeger = jaeger_findings("envoy")
+
+    # The services' own spans (the application's tracing) record the user agent: the scans read them.
+    assert "useragent" in jaeger_findings("services"), \
+        "the user agent was not found in the services' spans in Jaeger: does the scan see them?"
+    assert "otel.otel_traces" in clickhouse_findings(settings, wanted, services=True).get("useragent", {}), \
+        "the user agent was not found in the services' spans in otel.otel_traces: does the scan see them?"
 
     # The grpc-message within the default cut is stored: the scans see a secret where there is one.
     assert "wirelens.requests" in in_clickhouse.get("grpcmessage128", []), \
