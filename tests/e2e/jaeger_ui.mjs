@@ -3,11 +3,14 @@
 // through services/web's playwright-core, as tests/e2e/test_browser.py does), and
 // print what the page's DOM shows as one JSON object on stdout.
 //
-//   node jaeger_ui.mjs trace  <trace page url>  <screenshot.png> <deadline seconds>
-//       Opens /trace/<id>, clicks the first span open and its Tags section, and prints
-//       {"spans": [{"service", "operation"}], "title", "tags": {key: {"value", "kind"}}}
-//       read from the span rows and the tags table (kind: the json-markup class of the
-//       value: string, number, bool).
+//   node jaeger_ui.mjs trace  <trace page url>  <screenshot.png> <deadline seconds> [spans] [service]
+//       Opens /trace/<id> (reloading until it shows at least <spans> spans, default 1),
+//       clicks open the first span of <service> (default wirelens-envoy: the proxy's span)
+//       and its Tags section, and prints
+//       {"spans": [{"service", "operation", "depth"}], "title", "tags": {key: {"value", "kind"}}}
+//       read from the span rows in the page's tree order (depth: from the row's indent
+//       guides, one per ancestor and one for the span; 0 for a root) and the tags table (kind: the json-markup class
+//       of the value: string, number, bool).
 //   node jaeger_ui.mjs search <search page url> <screenshot.png> <deadline seconds> <expected count>
 //       Opens the search page (its query in the URL: service, tags, lookback, limit)
 //       and prints {"count", "results": [{"title", "href"}]} from the result list.
@@ -25,13 +28,14 @@ const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(resolve(here, "../../services/web/package.json"));
 const { chromium } = require("playwright-core");
 
-const [mode, url, screenshot, deadlineArg, expectedArg] = process.argv.slice(2);
+const [mode, url, screenshot, deadlineArg, expectedArg, serviceArg] = process.argv.slice(2);
 if (!["trace", "search"].includes(mode) || !url || !screenshot) {
   console.error("usage: jaeger_ui.mjs trace|search <url> <screenshot.png> [deadline seconds] [expected count]");
   process.exit(2);
 }
 const deadlineMs = Number(deadlineArg || 60) * 1000;
 const expected = Number(expectedArg || 1);
+const openService = serviceArg || "wirelens-envoy";
 const started = Date.now();
 const left = () => Math.max(1000, deadlineMs - (Date.now() - started));
 const attemptMs = () => Math.min(5000, left());
@@ -53,15 +57,20 @@ async function openUntil(page, ready) {
 async function readTrace(page) {
   await openUntil(page, async (p) => {
     await p.locator(".span-name").first().waitFor({ timeout: attemptMs() });
+    await p.waitForFunction((n) => document.querySelectorAll(".span-name-wrapper").length >= n, expected,
+                            { timeout: attemptMs() });
     return true;
   });
   const spans = await page.$$eval(".span-name-wrapper", (nodes) => nodes.map((n) => ({
     service: n.querySelector(".span-svc-name")?.innerText.trim(),
     operation: n.querySelector(".span-name")?.innerText.replace(n.querySelector(".span-svc-name")?.innerText ?? "", "").trim(),
+    // One indent guide per ancestor and one for the span itself (a root has one).
+    depth: n.querySelectorAll(".SpanTreeOffset--indentGuide").length - 1,
   })));
   const title = (await page.locator(".TracePageHeader--titleLink, h1").first().innerText({ timeout: left() })).trim();
   // Open the span's details, then its Tags section: a key/value table.
-  await page.locator(".span-name").first().click({ timeout: left() });
+  await page.locator(".span-name", { has: page.locator(".span-svc-name", { hasText: openService }) }).first()
+    .click({ timeout: left() });
   await page.locator(".AccordianKeyValues--header").first().click({ timeout: left() });
   await page.locator(".KeyValueTable--row").first().waitFor({ timeout: left() });
   const tags = await page.$$eval(".KeyValueTable--row", (rows) => Object.fromEntries(rows.map((row) => {

@@ -3,11 +3,16 @@ headless Chromium, shows a known call's span named by its operation with the
 wirelens record as typed tags (the DOM's tag table, not the API); the search
 page finds the run's calls by tag and the failed calls by error=true; and a
 trace written before a Jaeger restart is still there after it (Badger on disk).
+The services trace themselves (issue 34): under Envoy's span the page shows the
+service's SERVER span as its child, and a call with a client span (loadgen
+-trace sampled) shows the three levels as a tree: client, proxy (with the
+wirelens tags), service (jaeger-ui-grpc-web-trace-tree.png).
 
 Needs Debian's chromium, `make web` (playwright-core in services/web) and
 `make jaeger-ui` (build/jaeger-ui, which the stack serves through Jaeger).
 The HTML report's and `wirelens trace`'s links open the call there.
-Screenshots: test-artifacts/jaeger-ui-*.png (jaeger-ui-trace.png: the known call's span).
+Screenshots: test-artifacts/jaeger-ui-*.png (jaeger-ui-trace.png: the known call's span;
+jaeger-ui-grpc-web-trace-tree.png: a gRPC-Web call's client, proxy and service spans).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import ARTIFACTS, ROOT, jaeger_trace, rows, stack, stack_on_free_ports
+from tests.e2e.spans import only, spans_of
 from wirelens_helpers.wait import wait_for
 from wirelens_helpers import programs
 
@@ -34,6 +40,7 @@ SCRIPT = Path(__file__).with_name("jaeger_ui.mjs")
 UI_DIR = ROOT / "build" / "jaeger-ui"
 PAGE_DEADLINE_S = 60
 SERVICE = "wirelens-envoy"
+GRPC_SERVER, CLIENT = "wirelens-grpc-server", "wirelens-loadgen"
 CALLS = 3  # per protocol
 PROTOCOLS = ("rest", "grpc", "grpc-web")
 # The tags the span must carry, named as the ClickHouse attributes, with the
@@ -59,6 +66,12 @@ def node() -> str:
     if path is None:
         pytest.fail("node is not on PATH (Node >= 20 drives Chromium through playwright-core)")
     return path
+
+
+def proxy_and_service(operation: str, service_span: str) -> list[dict]:
+    """The trace page's rows for a call without a client span: Envoy's span, the gRPC server's span under it."""
+    return [{"service": SERVICE, "operation": operation, "depth": 0},
+            {"service": GRPC_SERVER, "operation": service_span, "depth": 1}]
 
 
 def ui(mode: str, url: str, screenshot: Path, *extra: str) -> dict:
@@ -91,13 +104,21 @@ def calls(tmp_path_factory):
                             "-protocol", protocol, "-operation", "hello.SayHello", "-n", str(CALLS),
                             "-run-id", run_id, "-trace-ids", str(ids)], check=True, capture_output=True)
             trace_ids[protocol] = [line.split("\t")[1] for line in ids.read_text().splitlines()]
+        # One gRPC-Web call with a client span (run id of its own: the searches below count the run's calls).
+        ids = Path(settings["WIRELENS_STATE_DIR"]) / "tree.trace-ids"
+        subprocess.run([str(ROOT / "bin" / "loadgen"), "-target", f"127.0.0.1:{settings['WIRELENS_ENVOY_PORT']}",
+                        "-protocol", "grpc-web", "-operation", "hello.SayHello", "-n", "1", "-run-id", f"{run_id}-tree",
+                        "-trace", "sampled", "-trace-ids", str(ids),
+                        "-otlp-endpoint", f"http://127.0.0.1:{settings['WIRELENS_COLLECTOR_OTLP_PORT']}"],
+                       check=True, capture_output=True)
+        (tree,) = [line.split("\t")[1] for line in ids.read_text().splitlines()]
         failed = uuid.uuid4().hex
         grpc_web_not_found(settings, run_id, failed)
         n = len(PROTOCOLS) * CALLS + 1
         wait_for(f"{n} rows of run {run_id} in wirelens.requests",
                  lambda: rows(settings, f"SELECT count() FROM wirelens.requests FINAL WHERE run_id = '{run_id}'"),
                  lambda r: int(r[0][0]) >= n)
-        yield {"settings": settings, "run_id": run_id, "trace_ids": trace_ids, "failed": failed,
+        yield {"settings": settings, "run_id": run_id, "trace_ids": trace_ids, "failed": failed, "tree": tree,
                "jaeger": f"http://127.0.0.1:{settings['WIRELENS_JAEGER_QUERY_PORT']}"}
 
 
@@ -117,10 +138,11 @@ def test_trace_page_shows_the_span_with_its_wirelens_tags(calls):
     settings, run_id = calls["settings"], calls["run_id"]
     trace_id = calls["trace_ids"]["grpc-web"][0]
     screenshot = ARTIFACTS / "jaeger-ui-trace.png"
-    page = ui("trace", f"{calls['jaeger']}/trace/{trace_id}", screenshot)
+    page = ui("trace", f"{calls['jaeger']}/trace/{trace_id}", screenshot, "2")
 
-    # One span, named by the call's operation (not Envoy's "ingress"), from wirelens-envoy.
-    assert page["spans"] == [{"service": SERVICE, "operation": "hello.SayHello"}], page["spans"]
+    # Envoy's span, named by the call's operation (not Envoy's "ingress"), from wirelens-envoy;
+    # the gRPC server's own span (Envoy translated gRPC-Web to gRPC) its child.
+    assert page["spans"] == proxy_and_service("hello.SayHello", "wirelens.v1.Hello/SayHello"), page["spans"]
     assert page["title"].startswith(f"{SERVICE}: hello.SayHello"), page["title"]
     tags = page["tags"]
     for key, value in (("wirelens.protocol", "grpc-web"), ("wirelens.operation", "hello.SayHello"),
@@ -142,9 +164,9 @@ def test_native_grpc_span_has_its_status_as_a_number(calls):
     """Native gRPC: an OK call's status may come from Envoy rather than the filter; either way one
     typed rpc.grpc.status_code tag, no error."""
     trace_id = calls["trace_ids"]["grpc"][0]
-    page = ui("trace", f"{calls['jaeger']}/trace/{trace_id}", ARTIFACTS / "jaeger-ui-grpc.png")
+    page = ui("trace", f"{calls['jaeger']}/trace/{trace_id}", ARTIFACTS / "jaeger-ui-grpc.png", "2")
     tags = page["tags"]
-    assert page["spans"] == [{"service": SERVICE, "operation": "hello.SayHello"}], page["spans"]
+    assert page["spans"] == proxy_and_service("hello.SayHello", "wirelens.v1.Hello/SayHello"), page["spans"]
     assert tags.get("wirelens.protocol") == {"value": "grpc", "kind": "string"}, tags.get("wirelens.protocol")
     assert tags.get("rpc.grpc.status_code") == {"value": "0", "kind": "number"}, tags.get("rpc.grpc.status_code")
     assert "grpc.status_code" not in tags and "error" not in tags, sorted(tags)
@@ -152,8 +174,8 @@ def test_native_grpc_span_has_its_status_as_a_number(calls):
 
 def test_failed_call_is_marked_and_found_by_error_true(calls):
     jaeger, failed = calls["jaeger"], calls["failed"]
-    page = ui("trace", f"{jaeger}/trace/{failed}", ARTIFACTS / "jaeger-ui-error.png")
-    assert page["spans"] == [{"service": SERVICE, "operation": "catalog.GetProduct"}], page["spans"]
+    page = ui("trace", f"{jaeger}/trace/{failed}", ARTIFACTS / "jaeger-ui-error.png", "2")
+    assert page["spans"] == proxy_and_service("catalog.GetProduct", "wirelens.v1.Catalog/GetProduct"), page["spans"]
     tags = page["tags"]
     assert tags.get("error") == {"value": "true", "kind": "bool"}, tags.get("error")
     assert tags.get("rpc.grpc.status_code") == {"value": "5", "kind": "number"}, tags.get("rpc.grpc.status_code")
@@ -184,7 +206,8 @@ def test_search_page_finds_the_runs_calls_by_tag(calls):
 def test_a_trace_survives_a_jaeger_restart(calls):
     settings, jaeger = calls["settings"], calls["jaeger"]
     trace_id = calls["trace_ids"]["rest"][0]
-    wait_for(f"trace {trace_id} in Jaeger before the restart", lambda: jaeger_trace(jaeger, trace_id), lambda t: t is not None)
+    wait_for(f"Envoy's span of trace {trace_id} in Jaeger before the restart", lambda: only(jaeger_trace(jaeger, trace_id)),
+             lambda t: t is not None)
     storage = Path(settings["WIRELENS_JAEGER_STORAGE_DIR"])
     assert storage.is_relative_to(settings["WIRELENS_STATE_DIR"]) and any(storage.rglob("*")), storage
 
@@ -192,14 +215,14 @@ def test_a_trace_survives_a_jaeger_restart(calls):
     assert jaeger_trace(jaeger, trace_id) is None, "Jaeger still answers after its stop"
     assert stack.start_one("jaeger", settings).startswith("pid "), "Jaeger did not start again"
 
-    trace = wait_for(f"trace {trace_id} in Jaeger after its restart", lambda: jaeger_trace(jaeger, trace_id),
-                     lambda t: t is not None, timeout_s=30)
-    (span,) = trace["spans"]
+    trace = wait_for(f"Envoy's span of trace {trace_id} in Jaeger after its restart",
+                     lambda: jaeger_trace(jaeger, trace_id), lambda t: spans_of(t), timeout_s=30)
+    (span,) = spans_of(trace)
     assert span["operationName"] == "hello.SayHello", span
     tags = {t["key"]: t for t in span["tags"]}
     assert tags["wirelens.protocol"]["value"] == "rest" and tags["http.response.body.size"]["type"] == "int64", tags
     # And in the UI, as users would open it after the restart.
-    page = ui("trace", f"{jaeger}/trace/{trace_id}", ARTIFACTS / "jaeger-ui-after-restart.png")
+    page = ui("trace", f"{jaeger}/trace/{trace_id}", ARTIFACTS / "jaeger-ui-after-restart.png", "2")
     assert page["tags"].get("wirelens.protocol") == {"value": "rest", "kind": "string"}, page["tags"]
 
 
@@ -227,7 +250,8 @@ def test_report_and_trace_command_link_each_row_to_its_trace_in_the_ui(calls, tm
     slowest = links[0].rsplit("/", 1)[1]
     page = ui("trace", links[0], ARTIFACTS / "jaeger-ui-from-report.png")
     (row,) = rows(settings, f"SELECT protocol, operation FROM wirelens.requests FINAL WHERE trace_id = '{slowest}'")
-    assert page["tags"]["wirelens.protocol"]["value"] == row[0] and page["spans"][0]["operation"] == row[1], page
+    proxy = [span for span in page["spans"] if span["service"] == SERVICE]
+    assert page["tags"]["wirelens.protocol"]["value"] == row[0] and proxy[0]["operation"] == row[1], page
 
     printed = subprocess.run([str(wirelens), "trace", slowest, "--jaeger-url", jaeger],
                              capture_output=True, text=True, timeout=60, env=env)
@@ -247,9 +271,32 @@ def test_demo_prints_ui_links_that_open(calls):
     assert set(links) == {"rest", "rest-transcoded", "grpc", "grpc-web", "grpc-web-text"}, demo.stdout
     (search,) = re.findall(rf"^\s+this run's calls\s+({re.escape(jaeger)}/search\?\S+)$", demo.stdout, re.M)
 
-    page = ui("trace", links["grpc-web-text"], ARTIFACTS / "jaeger-ui-demo-trace.png")
-    assert page["spans"] == [{"service": SERVICE, "operation": "hello.SayHello"}], page
+    page = ui("trace", links["grpc-web-text"], ARTIFACTS / "jaeger-ui-demo-trace.png", "2")
+    # Envoy's span and the service's span right under it (a client span above them if the demo sends one).
+    services = [(span["service"], span["operation"]) for span in page["spans"]]
+    assert (SERVICE, "hello.SayHello") in services, page
+    proxy = services.index((SERVICE, "hello.SayHello"))
+    assert services[proxy + 1:] == [(GRPC_SERVER, "wirelens.v1.Hello/SayHello")], page
+    assert page["spans"][proxy + 1]["depth"] == page["spans"][proxy]["depth"] + 1, page
     assert page["tags"]["wirelens.protocol"] == {"value": "grpc-web-text", "kind": "string"}, page["tags"]
     found = ui("search", search, ARTIFACTS / "jaeger-ui-demo-search.png", "10")
     assert found["count"] == 10, found  # 2 calls x 5 protocols
     assert {link.removeprefix(jaeger) for link in links.values()} <= {r["href"] for r in found["results"]}, found
+
+
+def test_client_proxy_and_service_spans_as_a_tree(calls):
+    """A gRPC-Web call with a client span (loadgen -trace sampled): the trace page shows the client's
+    span as the root, Envoy's span under it with the wirelens tags, the gRPC server's span under that."""
+    trace_id = calls["tree"]
+    page = ui("trace", f"{calls['jaeger']}/trace/{trace_id}", ARTIFACTS / "jaeger-ui-grpc-web-trace-tree.png", "3")
+    assert page["spans"] == [
+        {"service": CLIENT, "operation": "hello.SayHello (grpc-web)", "depth": 0},
+        {"service": SERVICE, "operation": "hello.SayHello", "depth": 1},
+        {"service": GRPC_SERVER, "operation": "wirelens.v1.Hello/SayHello", "depth": 2},
+    ], page["spans"]
+    assert page["title"].startswith(f"{CLIENT}: hello.SayHello (grpc-web)"), page["title"]
+    tags = page["tags"]  # the proxy span's, opened in the page
+    for key, value in (("wirelens.protocol", "grpc-web"), ("wirelens.operation", "hello.SayHello"),
+                       ("wirelens.run_id", f"{calls['run_id']}-tree"), ("rpc.service", "wirelens.v1.Hello")):
+        assert tags.get(key) == {"value": value, "kind": "string"}, (key, tags.get(key))
+    assert tags.get("http.response.body.size", {}).get("kind") == "number", tags.get("http.response.body.size")
