@@ -152,12 +152,22 @@ def envoy_kill_summary(data: dict) -> list[str]:
     return lines
 
 
+def service_tracing_summary(data: dict) -> list[str]:
+    lines = [f"the Go services' own tracing (the application's cost, not the filter's; {data['reps']} reps x "
+             f"{data['calls']} calls{', QUICK' if data.get('quick') else ''}):"]
+    for protocol, row in data["table"].items():
+        lines.append(f"  {protocol:<5} service CPU µs/call off {row['off']['cpu_us_per_call']:.1f}, on "
+                     f"{row['on']['cpu_us_per_call']:.1f} ({row['added_cpu_us_per_call']:+.1f}, x{row['ratio']:.2f})")
+    return lines
+
+
 BENCHMARKS = [
     Benchmark("filter-cost", "filter_cost.py", OUT / "filter_cost.json", filter_cost_summary),
     Benchmark("filter-instructions", "filter_instructions.py", OUT / "filter_instructions.json",
               filter_instructions_summary),
     Benchmark("ingest", "ingest.py", OUT / "ingest.json", ingest_summary, args=("--without-rollups",)),
     Benchmark("envoy-kill", "envoy_kill.py", OUT / "envoy_kill.json", envoy_kill_summary),
+    Benchmark("service-tracing", "service_tracing.py", OUT / "service_tracing.json", service_tracing_summary),
     Benchmark("query-speed", "query_speed.py", OUT / "query_speed.json", query_speed_summary),
     # The same queries on 10x the calls: how their time grows (a 100M-call load takes ~20 min here).
     Benchmark("query-growth", "query_speed.py", OUT / "query_speed_100000000.json", query_speed_summary,
