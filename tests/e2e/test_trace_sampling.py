@@ -8,6 +8,9 @@ demo's link picker (deploy/local/demo.py traces_to_link) link only calls whose s
 the others have none. The same rows carry the upstream/Envoy split in microseconds
 (envoy_duration_us, upstream_duration_us) from Envoy's %COMMON_DURATION%.
 
+Envoy's own random_sampling is the other way a call loses its span: a bare Envoy (tests/e2e/bare_envoy.py) with
+the stack's access-log attributes and tracer at random_sampling 0 and 100 shows what the column is read from.
+
 Reuses the session's local_stack (no stack of its own): a few seconds in `make test`.
 """
 from __future__ import annotations
@@ -22,7 +25,9 @@ import uuid
 import pytest
 
 from deploy.local import demo
-from tests.e2e.conftest import ROOT, jaeger_trace, rows
+from envoy import wiring
+from tests.e2e import bare_envoy
+from tests.e2e.conftest import ROOT, free_ports, jaeger_trace, rows
 from wirelens_helpers.wait import wait_for
 
 WIRELENS = ROOT / "bin" / "wirelens"
@@ -138,3 +143,52 @@ def test_report_trace_and_demo_link_only_calls_with_a_span(sampled_mix, tmp_path
     assert {p: n for p, (_, n) in picked.items()} == by_protocol, picked
     assert all(t in sampled and sampled_mix["sent"][t][0] == p for p, (t, _) in picked.items()), picked
     print(json.dumps({"run": run_id, "sampled": len(sampled), "unsampled": len(unsampled), "demo": picked}))
+
+
+CORS = {"name": "envoy.filters.http.cors",
+        "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors"}}
+
+
+@pytest.mark.parametrize("sampling", [0, 100])
+def test_envoys_random_sampling_shows_in_the_traceparent_it_logs(local_stack, tmp_path, sampling):
+    """What span_sampled is read from, at Envoy's random_sampling 0 and 100 %: Envoy logs a trace id for every
+    call, sampled or not (%TRACE_ID% cannot tell), and the traceparent it injected upstream carries its final
+    decision in the flags: at 0 % none is sampled, the client's 01 included; at 100 % the client's flag decides,
+    and a call without a context is sampled. Measured on Envoy 1.40."""
+    port, admin, dead = free_ports(3)
+    log = tmp_path / "access.jsonl"
+    config = bare_envoy.config(port=port, admin=admin, http_filter=CORS, routes=[("/", "rest")],
+                               clusters={"rest": (int(local_stack["WIRELENS_REST_PORT"]), False),
+                                         wiring.OTEL_COLLECTOR_CLUSTER: (dead, True)},  # no Collector: spans go nowhere
+                               access_log=log, log_format={"trace_id": "%TRACE_ID%",
+                                                           **{k: v for k, v in wiring.access_log_attributes().items()
+                                                              if k.startswith("envoy.")}})
+    config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]["tracing"] = \
+        wiring.tracing(sampling=sampling)
+    envoy = bare_envoy.start(f"Envoy at random_sampling {sampling}", config, tmp_path)
+    clients = {"none": None, "01": f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01",
+               "00": f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-00"}
+    try:
+        for client, traceparent in clients.items():
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            # No x-request-id of the client's: Envoy keeps its trace decision in the UUID it generates (a
+            # client's non-UUID x-request-id, kept on this internal listener, turned every call unsampled).
+            conn.request("POST", "/v1/hello", body=b'{"name":"h5"}', headers={
+                "content-type": "application/json", **({"traceparent": traceparent} if traceparent else {})})
+            response = conn.getresponse()
+            response.read()
+            conn.close()
+            assert response.status == 200, (client, response.status)
+    finally:
+        envoy.stop(grace_s=10)
+    # Envoy writes its buffered access log out when it stops (its file flush interval is 10 s by default).
+    lines = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    assert len(lines) == 3, f"{len(lines)} access-log lines after Envoy stopped, want 3: {lines}"
+    flags = {}
+    for line in lines:
+        tp = line["envoy.traceparent"]
+        assert re.fullmatch(r"00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]", tp) and tp[3:35] == line["trace_id"], line
+        client = next((c for c, t in clients.items() if t and t[3:35] == line["trace_id"]), "none")
+        flags[client] = tp[-2:]
+        assert int(line["envoy.duration_us"]) > int(line["envoy.upstream_duration_us"]) > 0, line
+    assert flags == ({"none": "00", "01": "00", "00": "00"} if sampling == 0 else {"none": "01", "01": "01", "00": "00"})
