@@ -224,7 +224,7 @@ func TestBuildRunsEveryQueryAndKeepsGoingAfterAnError(t *testing.T) {
 	for _, want := range []string{"== How many bytes per call? [bytes_by_operation.sql]", "== Does a failure stay in its section? [broken.sql]",
 		"ERROR: Code: 62.", "note: No rows in the window.", "  run         dev1", "1 query failed",
 		"hello.SayHello  grpc         30             30            1   0.395", "wirelens trace 93ed946bb5f4d49aa2968873a2ed5432",
-		"Not linked (2 of 3): #1 " + NoSpanReason + "; #3 no trace id;",
+		"Not linked (2 of 3): #1: " + NoSpanReason + "; #3: no trace id\n",
 		"  sampling    none: every call was recorded (sample_rate 1), counts are exact (63 calls)"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("terminal output lacks %q:\n%s", want, text.String())

@@ -77,17 +77,26 @@ func WriteText(w io.Writer, rep *Report, format string) error {
 				}
 			}
 			if unlinked > 0 {
-				fmt.Fprintf(&b, "  Not linked (%d of %d): ", unlinked, len(rep.SlowCalls))
+				// Rows by reason, in the order the reasons first appear: "#3, #6: no span: ...; #12: no trace id".
+				var reasons []string
+				rowsOf := map[string][]string{}
 				for i, c := range rep.SlowCalls {
 					if c.TraceURL == "" {
 						why := c.NoSpan
 						if why == "" {
 							why = "no trace id"
 						}
-						fmt.Fprintf(&b, "#%d %s; ", i+1, why)
+						if rowsOf[why] == nil {
+							reasons = append(reasons, why)
+						}
+						rowsOf[why] = append(rowsOf[why], fmt.Sprintf("#%d", i+1))
 					}
 				}
-				b.WriteString("\n")
+				parts := make([]string, len(reasons))
+				for i, why := range reasons {
+					parts[i] = strings.Join(rowsOf[why], ", ") + ": " + why
+				}
+				fmt.Fprintf(&b, "  Not linked (%d of %d): %s\n", unlinked, len(rep.SlowCalls), strings.Join(parts, "; "))
 			}
 		}
 	}
