@@ -15,10 +15,14 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/wirelens/wirelens/internal/chclient"
 	"github.com/wirelens/wirelens/internal/cli"
-	"github.com/wirelens/wirelens/internal/tracing"
 	"github.com/wirelens/wirelens/loadgen/internal/loadgen"
+	"github.com/wirelens/wirelens/loadgen/internal/otlpexport"
 )
 
 const usage = `Usage: loadgen [flags]
@@ -233,11 +237,13 @@ func run(ctx context.Context, stop <-chan struct{}, args []string, stdout, stder
 		cfg.TraceIDs = f
 	}
 	if loadgen.TraceExports(cfg.Trace) {
-		tp, _, err := tracing.NewProvider(ctx, *serviceName, *otlpEndpoint)
+		exp, err := otlpexport.New(*otlpEndpoint)
 		if err != nil {
 			fmt.Fprintf(stderr, "loadgen: -trace %s: %v\n", cfg.Trace, err)
 			return 1
 		}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(
+			resource.NewSchemaless(attribute.String("service.name", *serviceName))))
 		cfg.Tracer = tp.Tracer("github.com/wirelens/wirelens/loadgen")
 		defer func() { // after the run; before the summary is printed (below, flushSpans)
 			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
