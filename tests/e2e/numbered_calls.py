@@ -17,8 +17,10 @@ config dump). The calls then fall in three groups:
   - in between (the call in flight when the block began, those sent while Envoy took the change, one more):
     either config.
 The rows each call must have follow from the sample rate(s) it may have met: rate 1, exactly one row; rate 0,
-none; a window between two rates, none or one. A change that keeps rate 1 (the upgrade, the map) therefore
-allows no loss even for the calls in flight while it happens.
+none; a window between two rates, none or one, and in order: Envoy's one worker (the tests run concurrency 1)
+switches once, so the calls that met the old rate come first. A call without a row before a 1 -> 0 window's last
+recorded call, or after a 0 -> 1 window's first, is named lost. A change that keeps rate 1 (the upgrade, the
+map) allows no loss at all, also for the calls in flight while it happens.
 
 Every call is answered, and every call, recorded or not, is one access-log record (Envoy logs each call; the
 rows are a materialized view over those records): the check waits for all records of the run, then reads the rows.
@@ -61,6 +63,19 @@ def spans(numbers: Iterable[int]) -> str:
     return ", ".join(parts)
 
 
+def logged_records(settings: dict, trace_ids: list[str]) -> str:
+    """What Envoy's access log said of these calls (otel.otel_logs): whether it carries the filter's record
+    (its protocol and sample_rate; none: the filter published nothing), the log time. For a failure message."""
+    if not trace_ids:
+        return "none"
+    found = rows(settings, "SELECT TraceId, Timestamp, LogAttributes['wirelens.protocol'], "
+                           "LogAttributes['wirelens.sample_rate'] FROM otel.otel_logs WHERE lower(TraceId) IN ("
+                           + ", ".join(f"'{t.lower()}'" for t in trace_ids) + ") ORDER BY Timestamp")
+    return "; ".join(f"{trace} at {at}: " + (f"record of protocol {protocol}, sample_rate {rate!r}" if protocol
+                                             else "no filter record")
+                     for trace, at, protocol, rate in found) or "no access-log record"
+
+
 class NumberedCalls(threading.Thread):
     """Background calls, numbered from 0, one at a time until stop() or max_calls.
 
@@ -79,6 +94,7 @@ class NumberedCalls(threading.Thread):
         self.changes: list[Change] = []
         self.stopping = threading.Event()
         self.exhausted = False
+        self.rows_after_records_s = 0.0
 
     # -- numbers and trace ids
 
@@ -167,11 +183,16 @@ class NumberedCalls(threading.Thread):
                             f"{spans(self.failed)}; first: " + "; ".join(f"{n}: {what}" for n, what in
                                                                           sorted(self.failed.items())[:5]))
         sent = set(range(self.started))
-        logged_query = (f"SELECT TraceId, count() FROM otel.otel_logs WHERE LogAttributes['wirelens.run_id'] = "
-                        f"'{run_id}' AND startsWith(lower(TraceId), '{self.prefix}') GROUP BY TraceId")
+        logged_query = (f"SELECT TraceId, count(), countIf(mapContains(LogAttributes, 'wirelens.protocol')) "
+                        f"FROM otel.otel_logs WHERE LogAttributes['wirelens.run_id'] = '{run_id}' "
+                        f"AND startsWith(lower(TraceId), '{self.prefix}') GROUP BY TraceId")
+        recorded: dict[int | None, int] = {}
 
         def logged() -> dict[int | None, int]:
-            return {self.number_of(trace): int(n) for trace, n in rows(settings, logged_query)}
+            found = rows(settings, logged_query)
+            recorded.clear()
+            recorded.update({self.number_of(trace): int(k) for trace, _, k in found if int(k)})
+            return {self.number_of(trace): int(n) for trace, n, _ in found}
 
         try:
             records = wait_for(f"{self.started} access-log records of {run_id} in otel.otel_logs", logged,
@@ -184,10 +205,26 @@ class NumberedCalls(threading.Thread):
         if set(records) - sent or doubled_logs:
             problems.append(f"access-log records of calls never sent {sorted(set(records) - sent, key=str)[:10]} "
                             f"or logged twice {spans(doubled_logs)}")
-        # All records are in: the rows (a materialized view over them) are too.
-        found = {self.number_of(trace): int(n) for trace, n in rows(
-            settings, f"SELECT trace_id, count() FROM wirelens.requests FINAL WHERE run_id = '{run_id}' "
-                      f"GROUP BY trace_id")}
+        # The rows are a materialized view over those records, but an insert makes the records visible before
+        # the view's rows (seen here: a test that read the rows the moment the last records were in missed
+        # that batch's rows). Wait until every record the filter published (the view's condition: it carries
+        # wirelens.protocol) is a row; a record that never becomes one is named.
+        rows_query = (f"SELECT trace_id, count() FROM wirelens.requests FINAL WHERE run_id = '{run_id}' "
+                      f"GROUP BY trace_id")
+
+        def by_number() -> dict[int | None, int]:
+            return {self.number_of(trace): int(n) for trace, n in rows(settings, rows_query)}
+
+        t0 = time.monotonic()
+        try:
+            found = wait_for(f"a row in wirelens.requests for each of the {len(recorded)} calls of {run_id} whose "
+                             f"access-log record carries the filter's record", by_number,
+                             lambda seen: all(n in seen for n in recorded), timeout_s=timeout_s, interval_s=0.5)
+        except WaitTimeout as exc:
+            found = exc.last_seen if isinstance(exc.last_seen, dict) else {}
+            problems.append(f"calls {spans(n for n in recorded if n not in found)} carry the filter's record in "
+                            f"otel.otel_logs but have no row after {timeout_s:g}s")
+        self.rows_after_records_s = time.monotonic() - t0
         if set(found) - sent:
             problems.append(f"rows of calls never sent (trace ids not this sender's): "
                             f"{sorted(set(found) - sent, key=str)[:10]}")
@@ -196,18 +233,56 @@ class NumberedCalls(threading.Thread):
         unsampled = [n for n in sorted(sent) if found.get(n, 0) == 1 and self.allowed_rows(n) == {0}]
         if missing:
             problems.append(f"no row for calls {spans(missing)} (sample_rate 1)")
+        # In a window between two rates the one worker (concurrency 1) switches once, and the sender sends one
+        # call at a time: the calls that met the old rate come first, then those that met the new one. A call
+        # without a row before the window's last recorded call (1 -> 0), or after its first (0 -> 1), was lost.
+        window_lost: list[int] = []
+        for change, old_rate in zip(self.changes, [self.initial_rate] + [c.sample_rate for c in self.changes]):
+            window = [n for n in range(change.first_maybe, change.first_sure) if n in sent]
+            recorded = [n for n in window if found.get(n, 0) == 1]
+            if old_rate == change.sample_rate or not recorded:
+                continue
+            if old_rate == 1:
+                last = max(recorded)
+                lost = [n for n in window if n < last and found.get(n, 0) == 0]
+                why = f"call {last}, later in the window, still met sample_rate 1"
+            else:
+                first = min(recorded)
+                lost = [n for n in window if n > first and found.get(n, 0) == 0]
+                why = f"call {first}, earlier in the window, already met sample_rate 1"
+            window_lost += lost
+            if lost:
+                problems.append(f"{change.name}: no row for calls {spans(lost)} though {why}")
         if doubled:
             problems.append(f"more than one row for calls {spans(doubled)}: "
                             + ", ".join(f"{n}: {found[n]}" for n in doubled[:10]))
         if unsampled:
             problems.append(f"a row for calls {spans(unsampled)} made at sample_rate 0")
+        if missing or window_lost:
+            problems.append("what Envoy logged for the first calls without a row: " + logged_records(
+                settings, [self.trace_id(n) for n in sorted(missing + window_lost)[:3]]))
         assert not problems, f"{run_id}, {self.started} numbered calls ({'; '.join(self.timeline())}):\n  " + \
             "\n  ".join(problems)
         return {n: found.get(n, 0) for n in sorted(sent)}
 
+    def switches(self, counts: dict[int, int]) -> list[str]:
+        """Where each change between two rates met the calls (from the rows)."""
+        lines = []
+        for change, old_rate in zip(self.changes, [self.initial_rate] + [c.sample_rate for c in self.changes]):
+            if old_rate != change.sample_rate:
+                window = range(change.first_maybe, change.first_sure)
+                old = [n for n in window if counts.get(n, 0) == int(old_rate)]
+                lines.append(f"{change.name}: calls {change.first_maybe}..{max(old, default=change.first_maybe - 1)} "
+                             f"met sample_rate {old_rate:g}, from {max(old, default=change.first_maybe - 1) + 1} on "
+                             f"{change.sample_rate:g}")
+        return lines
+
     def summary(self, counts: dict[int, int]) -> str:
         windows = sum(1 for n in counts if len(self.allowed_rows(n)) > 1)
         return (f"{self.started} numbered calls at {self.rate_per_s:g}/s, {len(self.answered)} answered, "
-                f"{self.started} access-log records, {sum(counts.values())} rows "
+                f"{self.started} access-log records, {sum(counts.values())} rows (complete "
+                f"{self.rows_after_records_s:.2f}s after the records) "
                 f"({sum(1 for n, k in counts.items() if self.allowed_rows(n) == {1})} calls that must have one row: "
-                f"one each; {windows} calls in change windows: {sum(counts[n] for n in counts if len(self.allowed_rows(n)) > 1)} rows)")
+                f"one each; {windows} calls in windows between two rates: "
+                f"{sum(counts[n] for n in counts if len(self.allowed_rows(n)) > 1)} rows, in order)"
+                + "".join(f"\n  {line}" for line in self.switches(counts)))

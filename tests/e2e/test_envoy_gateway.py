@@ -13,7 +13,9 @@ sha256 in the Envoy config. Known calls of every protocol go through the
 gateway: each is exactly one row in ClickHouse with its operation, protocol,
 body and message sizes, and one span in Jaeger. Then the EnvoyExtensionPolicy
 changes on disk (sample_rate 0, then 1 again) and Envoy follows, with every
-process still the one that started.
+process still the one that started, while numbered calls run through both
+changes (tests/e2e/numbered_calls.py): every call answered, one row each at
+sample_rate 1, none at 0, the missing or doubled named by number.
 
 Every test runs once per build of the filter (envoy/wiring.py, MODULES): the
 policy's wasm, and the native dynamic module the EnvoyProxy registers by path
@@ -33,6 +35,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from tests.e2e.conftest import ARTIFACTS, free_ports, rows, stack
+from tests.e2e.numbered_calls import NumberedCalls
 from wirelens_helpers.wait import wait_for
 from tests.e2e.test_inject import call, check_rows_and_spans
 from tests.e2e.test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REPLY, counts_by_protocol, traceparent
@@ -218,6 +221,16 @@ def measured_calls(settings, run_id: str) -> int:
     return int(rows(settings, f"SELECT count() FROM wirelens.requests FINAL WHERE run_id = '{run_id}'")[0][0])
 
 
+def numbered_rest_call(settings, run_id: str):
+    """One numbered REST call through the gateway (tests/e2e/numbered_calls.py's send)."""
+    def send(number: int, tp: str) -> str | None:
+        answer = call("rest", int(settings["WIRELENS_GATEWAY_PORT"]), {}, None,
+                      {"x-wirelens-run": run_id, "traceparent": tp})
+        return None if answer.status == "200" and answer.body == REST_REPLY else \
+            f"status {answer.status}, body {answer.body[:80]!r}"
+    return send
+
+
 def test_policy_change_on_disk_takes_effect_without_restarting_anything(envoy_gateway):
     settings = envoy_gateway
     started = processes(settings)
@@ -225,16 +238,23 @@ def test_policy_change_on_disk_takes_effect_without_restarting_anything(envoy_ga
     updates = gateway.envoy_stat(settings, "listener_manager.lds.update_success")
     run = f"gateway-live-{uuid.uuid4().hex[:8]}"
     n = 10
-
-    for sample_rate, phase in ((0, "unsampled"), (1, "sampled")):
-        t0 = time.monotonic()
-        edit_policy(settings, sample_rate)
-        # The known point: the active listener's wasm filter runs the new plugin configuration.
-        wait_for(f"Envoy running the wirelens filter with sample_rate {sample_rate}",
-                 lambda: (gateway.active_plugin_config(settings) or {}).get("sample_rate"),
-                 lambda seen: seen == sample_rate, timeout_s=60, interval_s=0.1)
-        print(f"sample_rate {sample_rate}: live after {time.monotonic() - t0:.1f}s", file=sys.stderr)
-        rest_calls(settings, f"{run}-{phase}", n)
+    # Numbered calls all through both changes (tests/e2e/numbered_calls.py): every one answered, one row
+    # each while sample_rate is 1, none while it is 0, the calls in each change's window one row or none.
+    through = NumberedCalls(numbered_rest_call(settings, f"{run}-through"), rate_per_s=25,
+                            name=f"numbered calls through the policy changes ({settings['WIRELENS_FILTER_MODULE']})")
+    try:
+        through.start()
+        for sample_rate, phase in ((0, "unsampled"), (1, "sampled")):
+            with through.change(f"EnvoyExtensionPolicy sample_rate {sample_rate}", sample_rate):
+                edit_policy(settings, sample_rate)
+                # The known point: the active listener's wasm filter runs the new plugin configuration.
+                wait_for(f"Envoy running the wirelens filter with sample_rate {sample_rate}",
+                         lambda: (gateway.active_plugin_config(settings) or {}).get("sample_rate"),
+                         lambda seen: seen == sample_rate, timeout_s=60, interval_s=0.1)
+            print(through.timeline()[-1], file=sys.stderr)
+            rest_calls(settings, f"{run}-{phase}", n)
+    finally:
+        through.stop()
 
     # Envoy logs every call; the filter measured only those made while sampling was on.
     for phase in ("unsampled", "sampled"):
@@ -244,6 +264,8 @@ def test_policy_change_on_disk_takes_effect_without_restarting_anything(envoy_ga
     assert measured_calls(settings, f"{run}-unsampled") == 0
     assert measured_calls(settings, f"{run}-sampled") == n
     assert logged_calls(settings, f"{run}-unsampled") == n
+    counts = through.check(settings, f"{run}-through")
+    print(through.summary(counts), file=sys.stderr)
 
     assert processes(settings) == started, "a process was restarted"
     assert gateway.envoy_stat(settings, "listener_manager.lds.update_success") >= updates + 2
