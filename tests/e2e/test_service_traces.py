@@ -12,6 +12,7 @@ The Go pair and the six protocols: tests/e2e/test_traces.py.
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import secrets
 from pathlib import Path
@@ -22,7 +23,7 @@ import pytest
 from deploy.local import lifecycle
 from deploy.local.components import SERVICE_NAMES
 from deploy.local.settings import read_pid
-from tests.e2e.conftest import jaeger_trace, rows, stack_on_free_ports
+from tests.e2e.conftest import ARTIFACTS, jaeger_trace, rows, stack_on_free_ports
 from tests.e2e.test_local_stack import HELLO_REPLY, HELLO_REQUEST, REST_REPLY, REST_REQUEST, STACK_HEADER
 from wirelens_helpers.wait import wait_for
 
@@ -116,6 +117,7 @@ def test_python_and_jvm_server_spans_are_children_of_envoys(local_stack):
     assert settings["WIRELENS_SERVICE_TRACING"] == "on"
     sent = [(stack_name, transport, SERVICE_NAMES[component], *call(settings, stack_name, transport))
             for stack_name, transport, component in CALLS]
+    trees = {}
     for stack_name, transport, service, trace_id, parent in sent:
         where = f"{stack_name} {transport} call, trace {trace_id}"
         spans = wait_for(f"Envoy's and {service}'s server span of the {where} in Jaeger",
@@ -128,6 +130,10 @@ def test_python_and_jvm_server_spans_are_children_of_envoys(local_stack):
                          lambda: table_spans(settings, trace_id), has_service_server_span(service),
                          timeout_s=DEADLINE_S, interval_s=0.5)
         check_tree(spans, parent, service, f"otel.otel_traces, {where}")
+        trees[where] = spans
+    # For whoever reads a run: each call's spans (service, id, parent, kind, name), from otel.otel_traces.
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "service-traces.json").write_text(json.dumps(trees, indent=1) + "\n")
 
 
 @pytest.fixture(scope="module")

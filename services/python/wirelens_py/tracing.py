@@ -57,13 +57,15 @@ def provider(default_service_name: str, environ: dict[str, str] | None = None):
 
 
 def instrument_fastapi(app, default_service_name: str = "wirelens-py-rest") -> None:
-    """FastAPI's own instrumentation on app (server spans named by route), readiness probes left out."""
+    """FastAPI's own instrumentation on app (server spans named by route), readiness probes left out, and
+    without its per-message `http send` / `http receive` spans: one span per call, as the other servers."""
     tracer_provider = provider(default_service_name)
     if tracer_provider is None:
         return
     from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor  # noqa: PLC0415
 
-    FastAPIInstrumentor.instrument_app(app, tracer_provider=tracer_provider, excluded_urls="/healthz")
+    FastAPIInstrumentor.instrument_app(app, tracer_provider=tracer_provider, excluded_urls="/healthz",
+                                       exclude_spans=["receive", "send"])
 
 
 def grpc_interceptors(default_service_name: str = "wirelens-py-grpc") -> list:
