@@ -13,13 +13,14 @@ defaults to on). 2 sampled calls and 1 call without context per protocol.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import ROOT, jaeger_trace, rows
+from tests.e2e.conftest import ARTIFACTS, ROOT, jaeger_trace, rows
 from wirelens_helpers.wait import wait_for
 
 CLIENT, ENVOY = "wirelens-loadgen", "wirelens-envoy"
@@ -137,10 +138,24 @@ def traced(local_stack, tmp_path_factory):
 @pytest.mark.parametrize("where", ["jaeger", "otel_traces"])
 def test_client_span_is_the_root_envoy_its_child_the_service_envoys_child(traced, where):
     fetch = fetch_jaeger if where == "jaeger" else table_spans
+    trees = {}
     for protocol, trace_ids in traced["sampled"].items():
         for trace_id in trace_ids:
             spans = spans_of(where, fetch, traced["settings"], trace_id, 3)
             check_tree(spans, protocol, traced["sampled_run"], client=True, where=f"{where}, trace {trace_id}")
+            trees[trace_id] = {"protocol": protocol, "spans": [{k: span[k] for k in ("service", "id", "parent", "kind",
+                                                                                      "name")} for span in spans]}
+    # For the record (the closing note): each trace's spans, and one gRPC-Web and one transcoded REST
+    # trace as `wirelens trace` prints them from Jaeger's API.
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / f"traces-six-protocols-{where}.json").write_text(json.dumps(trees, indent=1) + "\n")
+    if where == "jaeger":
+        jaeger = f"http://127.0.0.1:{traced['settings']['WIRELENS_JAEGER_QUERY_PORT']}"
+        for protocol in ("grpc-web", "rest-transcoded"):
+            printed = subprocess.run([str(ROOT / "bin" / "wirelens"), "trace", traced["sampled"][protocol][0],
+                                      "--jaeger-url", jaeger], capture_output=True, text=True, timeout=60)
+            assert printed.returncode == 0, printed.stderr
+            (ARTIFACTS / f"traces-{protocol}.txt").write_text(printed.stdout)
 
 
 @pytest.mark.parametrize("where", ["jaeger", "otel_traces"])
