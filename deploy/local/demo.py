@@ -94,7 +94,10 @@ def what_if_table(rows: list[dict[str, str]]) -> str:
 def send(settings: dict[str, str], protocol: str, port_setting: str, operation: str, calls: int, run_id: str) -> dict:
     argv = [str(ROOT / "bin" / "loadgen"), "-target", f"127.0.0.1:{settings[port_setting]}",
             "-protocol", protocol, "-operation", operation, "-n", str(calls), "-run-id", run_id,
-            "-timeout", "120s"]
+            "-timeout", "120s",
+            # The client starts each call's trace, as a traced application would: the links open client -> Envoy ->
+            # service (README, "Tracing one call in Jaeger").
+            "-trace", "sampled", "-otlp-endpoint", f"http://127.0.0.1:{settings['WIRELENS_COLLECTOR_OTLP_PORT']}"]
     result = subprocess.run(argv, capture_output=True, text=True)
     if result.returncode != 0:
         raise stack.StackError(f"loadgen over {protocol} failed (exit {result.returncode}):\n{result.stderr.strip()}")

@@ -272,12 +272,12 @@ def test_demo_prints_ui_links_that_open(calls):
     (search,) = re.findall(rf"^\s+this run's calls\s+({re.escape(jaeger)}/search\?\S+)$", demo.stdout, re.M)
 
     page = ui("trace", links["grpc-web-text"], ARTIFACTS / "jaeger-ui-demo-trace.png", "2")
-    # Envoy's span and the service's span right under it (a client span above them if the demo sends one).
-    services = [(span["service"], span["operation"]) for span in page["spans"]]
-    assert (SERVICE, "hello.SayHello") in services, page
-    proxy = services.index((SERVICE, "hello.SayHello"))
-    assert services[proxy + 1:] == [(GRPC_SERVER, "wirelens.v1.Hello/SayHello")], page
-    assert page["spans"][proxy + 1]["depth"] == page["spans"][proxy]["depth"] + 1, page
+    # The demo's client starts the trace: its span, Envoy's under it, the service's under that.
+    assert page["spans"] == [
+        {"service": CLIENT, "operation": "hello.SayHello (grpc-web-text)", "depth": 0},
+        {"service": SERVICE, "operation": "hello.SayHello", "depth": 1},
+        {"service": GRPC_SERVER, "operation": "wirelens.v1.Hello/SayHello", "depth": 2},
+    ], page["spans"]
     assert page["tags"]["wirelens.protocol"] == {"value": "grpc-web-text", "kind": "string"}, page["tags"]
     found = ui("search", search, ARTIFACTS / "jaeger-ui-demo-search.png", "10")
     assert found["count"] == 10, found  # 2 calls x 5 protocols
