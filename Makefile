@@ -304,7 +304,7 @@ test-e2e: bootstrap browser bench-tools native-probe ## end-to-end: the whole st
 
 BENCH_ARGS ?=
 
-.PHONY: bench bench-ingest bench-envoy-kill bench-restart-loss bench-process-metrics bench-queries bench-filter bench-instructions bench-probes bench-tools filter-empty
+.PHONY: bench bench-service-tracing bench-ingest bench-envoy-kill bench-restart-loss bench-process-metrics bench-queries bench-filter bench-instructions bench-probes bench-tools filter-empty
 bench-tools: ## wrk, h2load, nghttp from Debian (apt-get install wrk nghttp2-client; root)
 	@bench/install-tools
 
@@ -337,6 +337,9 @@ bench-restart-loss: venv proto filter collector jaeger services ## calls each re
 .PHONY: soak
 soak: venv proto filter collector jaeger services ## every protocol and shape for SOAK_MINUTES (10) while Collector, logship, ClickHouse engine are SIGKILLed: calls = rows, RSS per component (build/soak/soak.html); SOAK_ARGS="--shipper filelog" kills the filelog log agent instead of logship
 	@$(PY) -m bench.soak --minutes $(or $(SOAK_MINUTES),10) $(SOAK_ARGS)
+
+bench-service-tracing: venv services ## the services' own tracing (OpenTelemetry SDK, otelhttp/otelgrpc) as its own cost, apart from the filter's: a traced and an untraced Go pair side by side, CPU µs per call
+	@$(PY) -m bench.service_tracing $(BENCH_ARGS)
 
 bench-queries: venv ## saved queries on 10M synthetic calls: each raw one beside the floor (count() per operation x protocol with FINAL, target 2x), rollups < 1 s and exact (BENCH_ARGS="--rows 100000000" for the growth figures)
 	@$(PY) -m bench.query_speed $(BENCH_ARGS)
