@@ -236,6 +236,14 @@ def sequence_seeds():
     text = request(b"application/grpc-web-text", base64.b64encode(frame(0, b"\x0a\x02hi")))
     rest = [headers([(b":method", b"POST"), (b":path", b"/v1/hello"), (b"content-type", b"application/json")]),
             b'{"name":"hi"}']
+    # gRPC-Web-text as browsers send it: each frame base64-padded on its own
+    # (padding mid-stream), CRLFs between; and one with a character outside
+    # the alphabet. The checker's own decoder (drivers/oracles.rs) decides.
+    text_padded = request(b"application/grpc-web-text",
+                          b64_per_frame([frame(0, b"\x0a\x03hi!"), frame(0, b"xy"), frame(1, b"\x1f\x8b\x08")]))
+    text_bad = request(b"application/grpc-web-text", base64.b64encode(frame(0, b"\x0a\x02hi"))[:8] + b"*AAA")
+    text_answer = [headers([(b":status", b"200"), (b"content-type", b"application/grpc-web-text+proto")]),
+                   b64_per_frame([frame(0, b"\x0a\x04hey"), frame(0x80, b"grpc-status:0\r\n")], crlf=False), b""]
     error_page = [headers([(b":status", b"503"), (b"content-type", b"text/plain")]), b"upstream reset", b""]
 
     def answer(content_type):
@@ -267,6 +275,8 @@ def sequence_seeds():
                                               grpc + error_page),
         "refused_map_sizes_rest": seed(1, REFUSE_MAP_SIZES, envoy_order, rest + answer("rest")),
         "refused_body_reads": seed(0, REFUSE_BODY_READS, envoy_order, text + answer("application/grpc-web-text")),
+        "text_frames_padded_separately": seed(0, 0, envoy_order, text_padded + text_answer),
+        "text_bad_base64": seed(0, 0, envoy_order, text_bad + text_answer),
         "refused_clock_and_publication":
             seed(0, REFUSE_CLOCK | REFUSE_PUBLICATION, envoy_order, grpc + answer("application/grpc")),
     }

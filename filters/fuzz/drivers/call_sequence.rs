@@ -52,13 +52,29 @@
 //!   `content-type`);
 //! - the record is the same when each body arrives as one chunk read with
 //!   the default window.
+//!
+//! And against the checker's own oracles (`oracles.rs`: base64 decoder,
+//! header-map reader, classifier, frame walker written from the documents,
+//! no product code), so a bug the product's own decoder, reader or
+//! classifier has cannot hide:
+//! - the protocol is the one the request `content-type` (and `accept`)
+//!   documents;
+//! - with no refusal, per direction read whole (or with no bytes): its
+//!   frame statistics are exactly the oracles' walk of the bytes
+//!   delivered (decoded by the oracle's base64 for `grpc-web-text`), its
+//!   complete frames only when it ends inside a frame, and then the record
+//!   is malformed; bad base64 or a trailer block that does not parse makes
+//!   it malformed; when both directions are valid (or not read) and every
+//!   `grpc-status` header is a number, the record is not malformed.
+
+#[path = "oracles.rs"]
+mod oracles;
 
 use super::common::{number, operation_map, pieces, protocol_text, section};
-use wirelens_core::base64::Base64Decoder;
+use oracles::{Frames, Verdict};
 use wirelens_core::body::DEFAULT_READ_WINDOW;
-use wirelens_core::headers::iter_serialized;
 use wirelens_core::names::wire;
-use wirelens_core::{classify, Call, MemoryHost, Options, Protocol, Refusals};
+use wirelens_core::{Call, MemoryHost, Options, Refusals};
 
 pub const REST_TRANSCODED: u8 = 1;
 
@@ -260,72 +276,121 @@ pub fn run(input: &Input, window: usize, chunks: &[u8]) -> Outcome {
     }
 }
 
-/// How a direction's body was read, for the exact bytes = framing + payload.
+/// How a direction's body is read (README "How bodies are read").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Read {
     Binary,
     Text,
     Not,
+    /// Read as binary frames, then dropped at publication (native gRPC
+    /// answered with a non-gRPC `content-type` and no trailers).
+    Dropped,
 }
 
-fn read_as(protocol: Protocol) -> Read {
+const GRPC_FAMILY: [&str; 3] = ["grpc", "grpc-web", "grpc-web-text"];
+
+fn read_as(protocol: &str) -> Read {
     match protocol {
-        Protocol::Grpc | Protocol::GrpcWeb => Read::Binary,
-        Protocol::GrpcWebText => Read::Text,
+        "grpc" | "grpc-web" => Read::Binary,
+        "grpc-web-text" => Read::Text,
         _ => Read::Not,
     }
 }
 
-fn protocol_named(name: &str) -> Option<Protocol> {
-    [
-        Protocol::Grpc,
-        Protocol::GrpcWeb,
-        Protocol::GrpcWebText,
-        Protocol::Rest,
-        Protocol::RestProto,
-        Protocol::RestTranscoded,
-    ]
-    .into_iter()
-    .find(|p| p.as_str() == name)
-}
-
-/// The last `content-type` of a serialized header map.
-fn content_type(map: &[u8]) -> Option<&[u8]> {
-    iter_serialized(map)
-        .filter(|(n, _)| n.eq_ignore_ascii_case(b"content-type"))
-        .map(|(_, v)| v)
-        .last()
+/// A host's header map as the call sees it: empty when refused; `None`
+/// when the oracle cannot say which pairs are seen.
+fn pairs(input: &Input, map: &[u8], refused: u8) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+    if input.refuses(refused | REFUSE_MAP_COPIES) {
+        Some(Vec::new())
+    } else {
+        oracles::header_pairs(map)
+    }
 }
 
 /// How the response body is read (filters/README.md, "How bodies are
 /// read"): as its `content-type` says, as the request when it has none,
-/// not at all when it is not gRPC; native gRPC reads binary frames and
-/// drops them at publication for a non-gRPC type, unless trailers came.
-fn response_read(input: &Input, request: Protocol, response: &Seen) -> Read {
-    let by_type = match content_type(input.response_headers) {
+/// not at all when it is not gRPC; native gRPC reads binary frames (and
+/// drops them at publication for a non-gRPC type, unless trailers came).
+/// `None` when the oracle cannot read the `content-type`.
+fn response_read(input: &Input, request: &str, response: &Seen) -> Option<Read> {
+    let map = pairs(input, input.response_headers, NO_RESPONSE_HEADERS)?;
+    let by_type = match oracles::single(&map, "content-type")? {
         None => read_as(request),
-        Some(ct) => read_as(classify(Some(ct))),
+        Some(ct) => match oracles::grpc_framing(ct) {
+            Some(true) => Read::Text,
+            Some(false) => Read::Binary,
+            None => Read::Not,
+        },
     };
     match (request, by_type) {
-        (Protocol::Grpc, Read::Not) if response.trailers_ended => Read::Binary,
-        (Protocol::Grpc, Read::Text) => Read::Binary,
-        _ => by_type,
+        ("grpc", Read::Not) if response.trailers_ended => Some(Read::Binary),
+        ("grpc", Read::Not) => Some(Read::Dropped),
+        ("grpc", Read::Text) => Some(Read::Binary),
+        _ => Some(by_type),
     }
 }
 
-/// The bytes the frame parser saw: the body itself, or its base64 decoding.
-fn framed_len(read: Read, body: &[u8]) -> u64 {
-    match read {
-        Read::Binary => body.len() as u64,
-        Read::Text => {
-            let mut decoder = Base64Decoder::new();
-            let mut n = 0u64;
-            decoder.decode(body, |d| n += d.len() as u64);
-            decoder.finish(|d| n += d.len() as u64);
-            n
-        }
-        Read::Not => 0,
+/// What the oracles expect of one direction of a gRPC-family call.
+#[derive(Debug)]
+enum Direction {
+    /// Read whole and valid: these exact statistics, not malformed.
+    Frames(Frames),
+    /// Read whole, valid up to an end inside a frame: these exact
+    /// statistics (of the complete frames), malformed.
+    Partial(Frames),
+    /// Nothing delivered, or not read: no statistics, not malformed.
+    Nothing,
+    /// Read, then its statistics dropped: none, malformed or not.
+    Dropped,
+    /// Read whole and broken (bad base64, a bad trailer block): malformed.
+    Broken(&'static str),
+    /// The oracles cannot say.
+    Unknown,
+}
+
+/// The oracles' walk of the bytes delivered, read as `read` says.
+fn walk(read: Read, body: &[u8], trailers_allowed: bool) -> Direction {
+    let stream = match read {
+        Read::Not => return Direction::Nothing,
+        Read::Dropped => return Direction::Dropped,
+        Read::Binary => body.to_vec(),
+        Read::Text => match oracles::base64_decode(body) {
+            Verdict::Valid(decoded) => decoded,
+            Verdict::Invalid(why) => return Direction::Broken(why),
+            Verdict::Unsure => return Direction::Unknown,
+        },
+    };
+    match oracles::walk_frames(&stream, trailers_allowed) {
+        Verdict::Valid(w) if w.ends_inside => Direction::Partial(w.frames),
+        Verdict::Valid(w) => Direction::Frames(w.frames),
+        Verdict::Invalid(why) => Direction::Broken(why),
+        Verdict::Unsure => Direction::Unknown,
     }
+}
+
+/// A direction read in full: its headers first, all its bytes before its
+/// end, its end before publication.
+fn read_whole(seen: &Seen) -> bool {
+    seen.headers && seen.ended && !seen.stray_bytes
+}
+
+/// Every `grpc-status` in the response header and trailer maps is one the
+/// oracle accepts as a number (a non-numeric one is malformed only when
+/// the map is read, not only sized: the oracle does not decide that).
+fn statuses_numeric(input: &Input) -> bool {
+    [
+        (input.response_headers, NO_RESPONSE_HEADERS),
+        (input.response_trailers, NO_RESPONSE_TRAILERS),
+    ]
+    .into_iter()
+    .all(|(map, refused)| {
+        pairs(input, map, refused).is_some_and(|pairs| {
+            pairs.iter().all(|(n, v)| {
+                !n.eq_ignore_ascii_case(b"grpc-status")
+                    || oracles::status_ok(v) == Verdict::Valid(())
+            })
+        })
+    })
 }
 
 /// Frame statistics of one direction: `[messages, compressed, message
@@ -388,9 +453,17 @@ fn check_record(input: &Input, outcome: &Outcome, record: &str) {
     let Outcome {
         request, response, ..
     } = outcome;
-    let protocol = protocol_text(record)
-        .and_then(protocol_named)
-        .unwrap_or_else(|| panic!("no protocol: {record}"));
+    let protocol = protocol_text(record).unwrap_or_else(|| panic!("no protocol: {record}"));
+    // The protocol the documents give the request headers the call saw.
+    if let Some(map) = pairs(input, input.request_headers, NO_REQUEST_HEADERS) {
+        if let (Some(ct), Some(accept)) = (
+            oracles::single(&map, "content-type"),
+            oracles::single(&map, "accept"),
+        ) {
+            let want = oracles::protocol(ct, accept, input.flags & REST_TRANSCODED != 0);
+            assert_eq!(protocol, want, "protocol (oracle classifier): {record}");
+        }
+    }
     assert_eq!(
         number(record, wire::REQ_BODY_SIZE),
         Some(request.bytes),
@@ -407,58 +480,146 @@ fn check_record(input: &Input, outcome: &Outcome, record: &str) {
         assert_eq!(malformed, Some(1), "a refused read is flagged: {record}");
     }
 
+    let grpc_family = GRPC_FAMILY.contains(&protocol);
     let has_frames = number(record, wire::REQ_MESSAGES).is_some();
-    assert_eq!(has_frames, protocol.is_grpc_family(), "{record}");
+    assert_eq!(has_frames, grpc_family, "{record}");
     if !has_frames {
         return;
     }
-    check_frames(
-        record,
-        [
-            wire::REQ_MESSAGES,
-            wire::REQ_COMPRESSED,
-            wire::REQ_MESSAGE_BYTES,
-            wire::REQ_MESSAGE_MIN,
-            wire::REQ_MESSAGE_MAX,
-            wire::REQ_FRAMING_BYTES,
-        ],
-        request.bytes,
-    );
-    check_frames(
-        record,
-        [
-            wire::RESP_MESSAGES,
-            wire::RESP_COMPRESSED,
-            wire::RESP_MESSAGE_BYTES,
-            wire::RESP_MESSAGE_MIN,
-            wire::RESP_MESSAGE_MAX,
-            wire::RESP_FRAMING_BYTES,
-        ],
-        response.bytes,
-    );
+    const REQUEST_KEYS: [&str; 6] = [
+        wire::REQ_MESSAGES,
+        wire::REQ_COMPRESSED,
+        wire::REQ_MESSAGE_BYTES,
+        wire::REQ_MESSAGE_MIN,
+        wire::REQ_MESSAGE_MAX,
+        wire::REQ_FRAMING_BYTES,
+    ];
+    const RESPONSE_KEYS: [&str; 6] = [
+        wire::RESP_MESSAGES,
+        wire::RESP_COMPRESSED,
+        wire::RESP_MESSAGE_BYTES,
+        wire::RESP_MESSAGE_MIN,
+        wire::RESP_MESSAGE_MAX,
+        wire::RESP_FRAMING_BYTES,
+    ];
+    check_frames(record, REQUEST_KEYS, request.bytes);
+    check_frames(record, RESPONSE_KEYS, response.bytes);
 
-    if malformed != Some(0) {
+    // The oracles' expectation per direction, from the bytes delivered.
+    let expect = |seen: &Seen, body: &[u8], read: Option<Read>, trailers_allowed: bool| {
+        if seen.bytes == 0 {
+            Direction::Nothing
+        } else if !read_whole(seen) {
+            Direction::Unknown
+        } else {
+            match read {
+                None => Direction::Unknown,
+                Some(read) => walk(read, &body[..seen.bytes as usize], trailers_allowed),
+            }
+        }
+    };
+    // Trailer frames are documented for gRPC-Web responses only.
+    let req = expect(request, input.request_body, Some(read_as(protocol)), false);
+    let resp = expect(
+        response,
+        input.response_body,
+        response_read(input, protocol, response),
+        protocol != "grpc",
+    );
+    // bytes = framing + payload (record.yaml `qf`), whatever was refused:
+    // a direction read whole in a record that is not malformed ends at a
+    // frame boundary, so its complete frames are all of its (decoded) bytes.
+    if malformed == Some(0) {
+        let sides = [
+            (
+                request,
+                input.request_body,
+                Some(read_as(protocol)),
+                REQUEST_KEYS,
+                "request",
+            ),
+            (
+                response,
+                input.response_body,
+                response_read(input, protocol, response),
+                RESPONSE_KEYS,
+                "response",
+            ),
+        ];
+        for (seen, body, read, keys, name) in sides {
+            let body = &body[..seen.bytes as usize];
+            let stream_len = match read {
+                _ if !read_whole(seen) => None,
+                Some(Read::Binary) => Some(body.len() as u64),
+                Some(Read::Text) => match oracles::base64_decode(body) {
+                    Verdict::Valid(decoded) => Some(decoded.len() as u64),
+                    _ => None,
+                },
+                Some(Read::Not | Read::Dropped) => Some(0),
+                None => None,
+            };
+            if let Some(n) = stream_len {
+                let framed =
+                    number(record, keys[2]).unwrap_or(0) + number(record, keys[5]).unwrap_or(0);
+                assert_eq!(
+                    framed, n,
+                    "{name} bytes = framing + payload ({read:?}): {record}"
+                );
+            }
+        }
+    }
+    // Refusals: a refused read is flagged (above); nothing more here.
+    if input.refusals & 0x3F != 0 {
         return;
     }
-    let read_whole = |seen: &Seen| seen.headers && seen.ended && !seen.stray_bytes;
-    let framed = |payload: &str, framing: &str| {
-        number(record, payload).unwrap_or(0) + number(record, framing).unwrap_or(0)
-    };
-    if read_whole(request) {
-        let delivered = &input.request_body[..request.bytes as usize];
+    let directions = [
+        ("request", &req, REQUEST_KEYS),
+        ("response", &resp, RESPONSE_KEYS),
+    ];
+    for (name, dir, keys) in &directions {
+        let want = match dir {
+            Direction::Frames(f) | Direction::Partial(f) => *f,
+            Direction::Nothing | Direction::Dropped => Frames::default(),
+            Direction::Broken(why) => {
+                assert_eq!(
+                    malformed,
+                    Some(1),
+                    "the oracles find the {name} broken ({why}) but the record is not malformed: {record}"
+                );
+                continue;
+            }
+            Direction::Unknown => continue,
+        };
+        if let Direction::Partial(_) = dir {
+            assert_eq!(
+                malformed,
+                Some(1),
+                "the oracles find the {name} ending inside a frame but the record is not malformed: {record}"
+            );
+        }
+        let [messages, compressed, message_bytes, min, max, framing] =
+            keys.map(|k| number(record, k));
+        let got = Frames {
+            messages: messages.unwrap_or(0),
+            compressed: compressed.unwrap_or(0),
+            message_bytes: message_bytes.unwrap_or(0),
+            min,
+            max,
+            framing: framing.unwrap_or(0),
+        };
         assert_eq!(
-            framed(wire::REQ_MESSAGE_BYTES, wire::REQ_FRAMING_BYTES),
-            framed_len(read_as(protocol), delivered),
-            "request bytes = framing + payload: {record}"
+            got, want,
+            "{name} frames (the oracles' walk, {dir:?}): {record}"
         );
     }
-    if read_whole(response) {
-        let delivered = &input.response_body[..response.bytes as usize];
-        let read = response_read(input, protocol, response);
+    let valid = directions
+        .iter()
+        .all(|(_, d, _)| matches!(d, Direction::Frames(_) | Direction::Nothing));
+    if valid && statuses_numeric(input) {
         assert_eq!(
-            framed(wire::RESP_MESSAGE_BYTES, wire::RESP_FRAMING_BYTES),
-            framed_len(read, delivered),
-            "response bytes = framing + payload ({read:?}): {record}"
+            malformed,
+            Some(0),
+            "the oracles find both directions valid ({req:?}, {resp:?}) but the record is malformed: {record}"
         );
     }
 }
