@@ -162,11 +162,11 @@ fn is_protobuf_type(media: &[u8]) -> bool {
 /// `grpc-web-text`, `application/grpc-web` → `grpc-web`,
 /// `application/grpc` → `grpc`; media type (before any `;` parameters)
 /// `application/protobuf` or `application/x-protobuf` → `rest-proto`;
-/// anything else, or none, → `rest`, or `rest-transcoded` on a
-/// `rest_transcoded` plugin. And (classify.rs's `accepts_protobuf`, E5's
-/// REST-protobuf shape; record.yaml does not say it, see COMMON.md) a
-/// `rest` call whose `accept` lists a protobuf media type, whatever its
-/// q-value, is `rest-proto` unless the plugin has `rest_transcoded`.
+/// anything else, or none, → `rest`, but `rest-proto` when the request
+/// `accept` lists `application/protobuf` or `application/x-protobuf` (any
+/// q-value), or `rest-transcoded` on a `rest_transcoded` plugin (which
+/// wins over `accept`). (Writing this oracle found the `accept` rule
+/// missing from record.yaml; 98f060e added it there.)
 pub fn protocol(
     content_type: Option<&[u8]>,
     accept: Option<&[u8]>,
