@@ -22,8 +22,10 @@ switches once, so the calls that met the old rate come first. A call without a r
 recorded call, or after a 0 -> 1 window's first, is named lost. A change that keeps rate 1 (the upgrade, the
 map) allows no loss at all, also for the calls in flight while it happens.
 
-Every call is answered, and every call, recorded or not, is one access-log record (Envoy logs each call; the
-rows are a materialized view over those records): the check waits for all records of the run, then reads the rows.
+Every call is answered, and every call, recorded or not, has an access-log record (Envoy logs each call; a batch
+the pipeline re-sends repeats records in the raw table, which FINAL makes one row). The rows are a materialized view
+over those records, but a ClickHouse insert is not atomic with its views: the check waits for all records of the
+run, then for a row for every record that carries the filter's record, then checks the rows per call.
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ class NumberedCalls(threading.Thread):
         self.stopping = threading.Event()
         self.exhausted = False
         self.rows_after_records_s = 0.0
+        self.resent: list[int] = []
 
     # -- numbers and trace ids
 
@@ -201,10 +204,11 @@ class NumberedCalls(threading.Thread):
             seen = exc.last_seen if isinstance(exc.last_seen, dict) else {}
             raise AssertionError(f"{run_id}: after {timeout_s:g}s no access-log record of calls "
                                  f"{spans(sent - set(seen))} ({len(seen)} of {self.started} calls logged)") from None
-        doubled_logs = {n: k for n, k in records.items() if k > 1}
-        if set(records) - sent or doubled_logs:
-            problems.append(f"access-log records of calls never sent {sorted(set(records) - sent, key=str)[:10]} "
-                            f"or logged twice {spans(doubled_logs)}")
+        if set(records) - sent:
+            problems.append(f"access-log records of calls never sent: {sorted(set(records) - sent, key=str)[:10]}")
+        # A record twice in otel.otel_logs is the pipeline re-sending a batch (the raw table keeps both; FINAL
+        # makes them one row): not a fault, but said. A call recorded twice is two rows, checked below.
+        self.resent = sorted(n for n, k in records.items() if k > 1)
         # The rows are a materialized view over those records, but an insert makes the records visible before
         # the view's rows (seen here: a test that read the rows the moment the last records were in missed
         # that batch's rows). Wait until every record the filter published (the view's condition: it carries
@@ -280,7 +284,8 @@ class NumberedCalls(threading.Thread):
     def summary(self, counts: dict[int, int]) -> str:
         windows = sum(1 for n in counts if len(self.allowed_rows(n)) > 1)
         return (f"{self.started} numbered calls at {self.rate_per_s:g}/s, {len(self.answered)} answered, "
-                f"{self.started} access-log records, {sum(counts.values())} rows (complete "
+                f"{self.started} calls logged" + (f" (records of calls {spans(self.resent)} re-sent)" if self.resent else "")
+                + f", {sum(counts.values())} rows (complete "
                 f"{self.rows_after_records_s:.2f}s after the records) "
                 f"({sum(1 for n, k in counts.items() if self.allowed_rows(n) == {1})} calls that must have one row: "
                 f"one each; {windows} calls in windows between two rates: "
