@@ -38,6 +38,7 @@ import pytest
 from envoy import wiring
 from tests.e2e.conftest import ROOT, rows, stack_for_module
 from tests.e2e.test_local_stack import traceparent
+from wirelens_helpers.protowire import varint
 from wirelens_helpers.wait import wait_for
 
 STREAM_REPLIES = 3
@@ -51,15 +52,6 @@ H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 
 # -- encodings, written out here (independent of the product's parsers) -------------------------------------
-
-
-def varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
 
 
 def string_field(number: int, value: str) -> bytes:
