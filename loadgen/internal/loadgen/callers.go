@@ -614,7 +614,6 @@ func withStack(h http.Header, stack string) http.Header {
 	return h
 }
 
-// withRunID adds the run header when the run has an id.
 // withTraceparent sets the call's traceparent, if it has one (-trace off: none).
 func withTraceparent(h http.Header, traceparent string) http.Header {
 	if traceparent != "" {
@@ -623,6 +622,7 @@ func withTraceparent(h http.Header, traceparent string) http.Header {
 	return h
 }
 
+// withRunID adds the run header when the run has an id.
 func withRunID(h http.Header, runID string) http.Header {
 	if runID != "" {
 		h.Set(RunHeader, runID)
