@@ -472,7 +472,8 @@ def soak(args: argparse.Namespace) -> int:
     defaults = stack.load_settings({})
     port_names = [name for name in defaults if name.endswith("_PORT")]
     environ = dict(zip(port_names, map(str, stack.free_ports(len(port_names)))))
-    environ.update(WIRELENS_STATE_DIR=str(state), WIRELENS_ENVOY_CONCURRENCY="1", WIRELENS_LOG_SHIPPER=args.shipper)
+    environ.update(WIRELENS_STATE_DIR=str(state), WIRELENS_ENVOY_CONCURRENCY="1", WIRELENS_LOG_SHIPPER=args.shipper,
+                   WIRELENS_SERVICE_TRACING=args.service_tracing)
     settings = stack.load_settings(environ)
     if state.exists():
         stack.down(settings, log=lambda line: None)  # leftovers of an interrupted soak: their pid files
@@ -584,6 +585,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shipper", choices=sorted(SHIPPERS), default="logship",
                         help="what ships Envoy's access-log file, and is killed in turn: logship (default) or the "
                              "filelog log agent (collector/filelog-agent.yaml)")
+    parser.add_argument("--service-tracing", choices=("on", "off"), default="on",
+                        help="the services' own spans (WIRELENS_SERVICE_TRACING, default on as in the local stack)")
     parser.add_argument("--drain-timeout", type=positive, default=300,
                         help="seconds to wait for the last rows after the traffic (300)")
     parser.add_argument("--out", default=str(ROOT / "build" / "soak"),

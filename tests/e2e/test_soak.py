@@ -23,11 +23,17 @@ KILLED = {"collector", "logship", "clickhouse"}
 # signal to read, and `make soak` runs long enough to judge it.
 RSS_GROWTH_FACTOR = 4
 RSS_FLOOR_MIB = 64  # below this a process is still starting up: compare against the floor
+# Jaeger is the exception: its store keeps every span, so its memory grows with the spans it holds, by design
+# (about 25-28 KiB of RSS per span here: 54 -> 250 MiB for 7,205 spans, 54 -> 407 MiB for twice as many when the
+# services traced themselves too). Its bound is per span kept, loose enough for Go's heap doubling, tight enough
+# for a balloon. The services run untraced (their spans are the application's load; `make soak` traces them).
+JAEGER_KIB_PER_SPAN = 64
 
 
 def test_two_minute_soak_every_call_one_row_every_crash_recovered(tmp_path):
     out = tmp_path / "soak"
-    result = subprocess.run(programs.command("bench.soak", "--minutes", str(MINUTES), "--out", str(out)),
+    result = subprocess.run(programs.command("bench.soak", "--minutes", str(MINUTES), "--out", str(out),
+                                             "--service-tracing", "off"),
                             cwd=ROOT, capture_output=True, text=True, timeout=MINUTES * 60 + 600)
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "soak.txt").write_text(result.stdout + result.stderr)
@@ -56,6 +62,10 @@ def test_two_minute_soak_every_call_one_row_every_crash_recovered(tmp_path):
     slopes = {name: c["rss_slope_mib_per_min"] for name, c in components.items()}
     print(f"RSS slopes over the second half, MiB/min: {slopes}")
     for name, c in components.items():
+        if name == "jaeger":  # one span per call: Envoy's (the services untraced)
+            bound = max(c["rss_start_mib"], RSS_FLOOR_MIB) + JAEGER_KIB_PER_SPAN * summary["calls"] / 1024
+            assert c["rss_end_mib"] <= bound, (c, f"bound {bound:.0f} MiB for {summary['calls']} spans")
+            continue
         assert c["rss_end_mib"] <= RSS_GROWTH_FACTOR * max(c["rss_start_mib"], RSS_FLOOR_MIB), c
 
     assert "rows (requests FINAL)" in result.stdout and "slope MiB/min" in result.stdout
