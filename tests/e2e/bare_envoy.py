@@ -73,3 +73,10 @@ def start(name: str, envoy_config: dict, tmp: Path, envoy: str | None = None) ->
         program.stop(grace_s=READY_S)
         raise
     return program
+
+
+def logged(access_log: Path) -> list[dict]:
+    """The JSON access-log entries Envoy has written so far. Its file sink may flush a long line in pieces, so
+    only lines with their newline count: a half-written last line is not an entry yet."""
+    text = access_log.read_text() if access_log.exists() else ""
+    return [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines()]

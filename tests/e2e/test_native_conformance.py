@@ -107,12 +107,9 @@ def conformance_run(tmp_path_factory):
                                                                 timeout=DEADLINE_S)
         assert reply == REPLY
         assert dict(call.trailing_metadata())["x-conformance-trailer"] == "done"
-        access_log = tmp / "access.log"
-        # Envoy's file sink may flush a long line in pieces: wait for the first line's newline, not any bytes.
-        entry = wait_for("the call's complete access-log line", lambda: access_log.exists() and access_log.read_text(),
-                         lambda text: bool(text) and "\n" in text, timeout_s=DEADLINE_S,
-                         state=lambda: (tmp / "envoy.log").read_text()[-2000:])
-        entry = json.loads(entry.split("\n", 1)[0])
+        entry = wait_for("the call's complete access-log line", lambda: bare_envoy.logged(tmp / "access.log"),
+                         lambda entries: bool(entries), timeout_s=DEADLINE_S,
+                         state=lambda: (tmp / "envoy.log").read_text()[-2000:])[0]
         assert entry["report"] not in ("-", None), f"no conformance report: {entry}"
         yield entry, json.loads(entry["report"]), envoy
     finally:

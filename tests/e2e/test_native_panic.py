@@ -93,10 +93,7 @@ def grpc_call(port: int, case: str, panic: str | None) -> bytes:
 def records(access_log) -> dict[str, dict]:
     """The access log's records by case (a call without a record: {})."""
     out = {}
-    text = access_log.read_text()
-    # Envoy's file sink may flush a line in pieces: only lines with their newline are complete.
-    for line in text[:text.rfind("\n") + 1].splitlines():
-        entry = json.loads(line)
+    for entry in bare_envoy.logged(access_log):
         record = entry.get("record")
         out[entry["case"]] = recordgen.decode_published(record) if record and record != "-" else {}
     return out

@@ -182,7 +182,7 @@ def test_envoys_random_sampling_shows_in_the_traceparent_it_logs(local_stack, tm
     finally:
         envoy.stop(grace_s=10)
     # Envoy writes its buffered access log out when it stops (its file flush interval is 10 s by default).
-    lines = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    lines = bare_envoy.logged(log)
     assert len(lines) == 3, f"{len(lines)} access-log lines after Envoy stopped, want 3: {lines}"
     flags = {}
     for line in lines:
