@@ -185,17 +185,6 @@ struct Script {
     response_trailers: Option<Headers>,
 }
 
-fn grpc_request(path: &str, content_type: &str) -> Headers {
-    h(&[
-        (":method", "POST"),
-        (":scheme", "http"),
-        (":path", path),
-        (":authority", "localhost:10000"),
-        ("content-type", content_type),
-        ("te", "trailers"),
-    ])
-}
-
 fn trailer_frame(status: u64) -> Vec<u8> {
     grpc_frame(0x80, format!("grpc-status:{status}\r\n").as_bytes())
 }

@@ -463,3 +463,19 @@ pub fn bytes(seed: u64, n: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// A gRPC request's headers as grpc-go sends them through Envoy.
+pub fn grpc_request(path: &str, content_type: &str) -> Headers {
+    h(&[
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", path),
+        (":authority", "localhost:10000"),
+        ("content-type", content_type),
+        ("te", "trailers"),
+        ("grpc-timeout", "5S"),
+        ("user-agent", "grpc-go/1.70.0"),
+        ("x-forwarded-proto", "http"),
+        ("x-request-id", "6f1c9a2e-1b7d-4c51-9f0e-6b9d8e2a4c11"),
+    ])
+}
