@@ -210,21 +210,15 @@ def update_docs(results: dict) -> None:
 def render(results: dict, stacks: list[str], size: str, in_docs: bool = False) -> str:
     heading = "###" if in_docs else "##"
     lines = [] if in_docs else [f"# Protocol versus stack ({size})", ""]
-    # Results since issue 34 carry the split in µs (upstream_*_us, proxy_*_us: Envoy's %COMMON_DURATION%);
-    # older ones (docs/experiments-stacks.json of a run before it) the whole ms of x-envoy-upstream-service-time.
-    micro = any("upstream_rest_us" in r for r in results["rows"])
-    unit = "us" if micro else "ms"
     split = ("upstream = the upstream exchange by Envoy's clock (first byte sent to the service to the last byte "
-             "back: service + framework + loopback), Envoy = the call's time at Envoy minus upstream, medians in µs."
-             if micro else "upstream = Envoy's x-envoy-upstream-service-time (service + framework), "
-             "Envoy = duration minus upstream, medians in ms.")
+             "back: service + framework + loopback), Envoy = the call's time at Envoy minus upstream, medians in µs.")
     lines += [f"Stacks measured: {', '.join(stacks)}. Session `{results['session']}`, "
              f"{results['started']} – {results['ended']}. Ratios are gRPC ÷ REST of the median duration at the "
              "proxy (the wirelens filter in Envoy), 95 % bootstrap interval in brackets (queries/protocol_vs_stack.sql); "
              "below 1 gRPC is faster. " + split, "",
              "| operation | published gRPC÷REST | " + " | ".join(f"{s} gRPC÷REST" for s in stacks)
-             + " | " + " | ".join(f"{s} upstream REST/gRPC {'µs' if micro else 'ms'}" for s in stacks)
-             + " | " + " | ".join(f"{s} Envoy REST/gRPC {'µs' if micro else 'ms'}" for s in stacks)
+             + " | " + " | ".join(f"{s} upstream REST/gRPC µs" for s in stacks)
+             + " | " + " | ".join(f"{s} Envoy REST/gRPC µs" for s in stacks)
              + " | resp body REST/gRPC B |",
              "|" + "---|" * (3 + 3 * len(stacks))]
     by = {(r["operation"], r["stack"]): r for r in results["rows"]}
@@ -235,10 +229,8 @@ def render(results: dict, stacks: list[str], size: str, in_docs: bool = False) -
             continue
         cells = [f"{fmt(r['median_ratio'])} [{fmt(r['median_ci_low'])}–{fmt(r['median_ci_high'])}]" if r else "—"
                  for r in rs.values()]
-        ups = [f"{fmt(r.get(f'upstream_rest_{unit}'), 0)} / {fmt(r.get(f'upstream_grpc_{unit}'), 0)}" if r else "—"
-               for r in rs.values()]
-        prox = [f"{fmt(r.get(f'proxy_rest_{unit}'), 0)} / {fmt(r.get(f'proxy_grpc_{unit}'), 0)}" if r else "—"
-                for r in rs.values()]
+        ups = [f"{fmt(r['upstream_rest_us'], 0)} / {fmt(r['upstream_grpc_us'], 0)}" if r else "—" for r in rs.values()]
+        prox = [f"{fmt(r['proxy_rest_us'], 0)} / {fmt(r['proxy_grpc_us'], 0)}" if r else "—" for r in rs.values()]
         any_r = next(r for r in rs.values() if r)
         body = f"{fmt(any_r['resp_body_rest_b'], 0)} / {fmt(any_r['resp_body_grpc_b'], 0)}"
         lines.append(f"| `{op}` | {pub:.2f} | " + " | ".join(cells) + " | " + " | ".join(ups) + " | "
