@@ -626,7 +626,7 @@ def test_the_collector_writes_to_the_cluster_through_either_node(tmp_path):
 
         # the receiver answers once the health check does
         wait_for("the Collector's OTLP receiver", lambda: send(0, 50), lambda _: True, timeout_s=60, interval_s=0.2,
-                 retry_on=(OSError,), state=collector_log)
+                 retry_on=(OSError,), processes=[collector.process], state=collector_log)
         for first in range(50, 400, 50):
             send(first, 50)
         # the Collector keeps its connection: kill the node it writes to

@@ -12,7 +12,7 @@ import pytest
 
 import wirelens_helpers
 from wirelens_helpers import programs
-from wirelens_helpers.ports import free_ports
+from wirelens_helpers.ports import free_port, free_ports
 from wirelens_helpers.wait import WaitTimeout, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,6 +98,13 @@ def test_one_free_ports_and_one_ports_file_reader():
 def test_free_ports_are_distinct():
     ports = free_ports(20)
     assert len(set(ports)) == 20
+
+
+def test_a_port_handed_out_is_never_handed_out_again():
+    # one at a time, each probe closed before the next: the kernel offers recent ports again (~4 repeats
+    # expected in 500 draws from its range), which is how a cluster's node and the Collector once got one port
+    ports = [free_port() for _ in range(500)]
+    assert len(set(ports)) == 500
 
 
 def test_wait_for_returns_the_probes_value_once_done():
