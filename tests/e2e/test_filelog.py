@@ -137,7 +137,11 @@ def test_records_are_identical_to_logships(filelog_stack, tmp_path):
     for request_id, (a, b) in by_id.items():
         differ = {c: (a[c], b[c]) for c in columns if a[c] != b[c]}
         assert not differ, f"request {request_id}: otel.otel_logs columns differ between filelog and logship: {differ}"
-    # wirelens.requests (the view's rows, before any merge collapses them): equal as well.
+    # wirelens.requests (the view's rows, before any merge collapses them): equal as well. The view's insert
+    # commits after otel.otel_logs' own part, so wait for the view to have every request id first.
+    wait_for(f"the view's rows for the 40 request ids of run {run_id}", lambda: stack.clickhouse_query(
+        settings, f"SELECT uniqExact(request_id) FROM wirelens.requests WHERE run_id = '{run_id}'").strip(),
+        lambda seen: seen == "40", timeout_s=DRAIN_DEADLINE_S, interval_s=0.2)
     out = stack.clickhouse_query(settings, f"SELECT * FROM wirelens.requests WHERE run_id = '{run_id}' "
                                            "FORMAT JSONEachRow")
     views: dict[str, set[str]] = {}

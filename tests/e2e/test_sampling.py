@@ -230,9 +230,14 @@ def test_a_known_mix_at_rate_0_1_weighs_back_to_the_truth(sampled_envoy):
         "SELECT count(), uniqExact(LogAttributes['wirelens.request_id']), "
         "countIf(NOT mapContains(LogAttributes, 'wirelens.protocol')) FROM otel.otel_logs "
         f"WHERE LogAttributes['wirelens.run_id'] = '{run_id}'"))
-    recorded = {(p, o): int(n) for p, o, n in rows(settings, (
-        f"SELECT protocol, operation, count() FROM wirelens.requests FINAL WHERE run_id = '{run_id}' "
-        "GROUP BY protocol, operation"))}
+
+    def recorded_calls() -> dict[tuple[str, str], int]:
+        return {(p, o): int(n) for p, o, n in rows(settings, (
+            f"SELECT protocol, operation, count() FROM wirelens.requests FINAL WHERE run_id = '{run_id}' "
+            "GROUP BY protocol, operation"))}
+    # The view's insert commits after otel.otel_logs' own part: a read in between finds fewer rows.
+    recorded = wait_for(f"the view's rows for the {distinct} request ids in otel.otel_logs", recorded_calls,
+                        lambda seen: sum(seen.values()) >= int(distinct), timeout_s=DEADLINE_S, interval_s=0.1)
     n_recorded = sum(recorded.values())
     print(f"\n{total} calls sent in {sent_s:.1f}s, pipeline drained {drained_s:.1f}s later; "
           f"{lines} lines shipped, {n_recorded} calls recorded: {recorded}")
