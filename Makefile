@@ -161,7 +161,7 @@ python-services: venv ## the Python pair's protobuf/gRPC stubs (grpcio-tools) ->
 	@$(KEYED) python-gen build/python/gen/wirelens/v1/math_pb2.py 'proto services/python/gen.sh requirements.txt' -- services/python/gen.sh
 
 jvm-services: prereqs-jvm ## the JVM pair (Spring WebFlux / Web MVC, grpc-java; Maven, versions pinned in its pom) -> build/jvm/target/wirelens-jvm.jar (services/jvm; cold ~1 min)
-	@KEY_EXTRA="$$(java -version 2>&1 | head -1) $$(mvn -v 2>/dev/null | head -1)" $(KEYED) jvm-services build/jvm/target/wirelens-jvm.jar 'proto/wirelens services/jvm/pom.xml services/jvm/src' -- \
+	@KEY_EXTRA="$$(java -version 2>&1 | head -1) $$(mvn -v 2>/dev/null | head -1)" $(KEYED) jvm-services 'build/jvm/target/wirelens-jvm.jar build/jvm/target/otel/opentelemetry-javaagent.jar' 'proto/wirelens services/jvm/pom.xml services/jvm/src' -- \
 	  mvn -B -q -Dmaven.repo.local=$(ROOT)/.cache/m2 -f services/jvm/pom.xml package
 
 web: prereqs ## the browser page (services/web) -> build/web/{index.html,app.js}
