@@ -11,8 +11,10 @@
 -- columns are the medians of upstream_duration_us (µs, Envoy's clock: first
 -- byte sent upstream to the last byte received from it, the service, its
 -- framework and the loopback wire); proxy_*_us the medians of the call's time
--- at Envoy (envoy_duration_us) minus it (µs: time in Envoy), so a ratio can be
--- read as the service's or the proxy's. Microseconds, not the whole
+-- at Envoy (envoy_duration_us) minus it (µs: time in Envoy; the SQL function
+-- wirelens_in_envoy_us, queries/schema/005_functions.sql, which the E1–E5
+-- per-run summary uses too), so a ratio can be read as the service's or the
+-- proxy's. Microseconds, not the whole
 -- milliseconds of x-envoy-upstream-service-time, which read 0 / 0 for most
 -- operations (issue 34). Calls without an upstream (NULL) are left out of
 -- both. resp_body_* are the mean response body bytes.
@@ -37,8 +39,8 @@ WITH
             arraySort(groupArrayIf(duration_us, protocol = 'grpc'))                  AS b,
             medianExactIf(upstream_duration_us, protocol = 'rest')                   AS upstream_rest,
             medianExactIf(upstream_duration_us, protocol = 'grpc')                   AS upstream_grpc,
-            medianExactIf(toInt64(envoy_duration_us) - toInt64(upstream_duration_us), protocol = 'rest') AS proxy_rest,
-            medianExactIf(toInt64(envoy_duration_us) - toInt64(upstream_duration_us), protocol = 'grpc') AS proxy_grpc,
+            medianExactIf(wirelens_in_envoy_us(envoy_duration_us, upstream_duration_us), protocol = 'rest') AS proxy_rest,
+            medianExactIf(wirelens_in_envoy_us(envoy_duration_us, upstream_duration_us), protocol = 'grpc') AS proxy_grpc,
             avgIf(response_body_bytes, protocol = 'rest')                            AS body_rest,
             avgIf(response_body_bytes, protocol = 'grpc')                            AS body_grpc
         FROM wirelens.requests FINAL

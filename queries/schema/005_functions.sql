@@ -1,7 +1,18 @@
 -- The bootstrap of the saved queries that compare two samples of durations
--- (compare_protocols.sql, protocol_vs_stack.sql): one definition each, as SQL
--- functions. How and why the resamples are drawn this way: compare_protocols.sql.
+-- (compare_protocols.sql, protocol_vs_stack.sql), and the split of a call's
+-- time at Envoy that protocol_vs_stack.sql and experiments/scenarios/per_run.sql
+-- both report: one definition each, as SQL functions. How and why the
+-- resamples are drawn this way: compare_protocols.sql.
 -- Idempotent: OR REPLACE installs the current definition.
+
+-- Envoy's own part of a call, µs: its time at Envoy (envoy_duration_us, first
+-- byte from the client to the last byte to it) minus the upstream exchange
+-- (upstream_duration_us, first byte sent upstream to the last byte back), so
+-- what Envoy spends before the first byte goes upstream and after the last
+-- byte comes back. NULL when either is (no upstream served the call): left
+-- out of any aggregate. The upstream part is the column itself.
+CREATE OR REPLACE FUNCTION wirelens_in_envoy_us AS (envoy_us, upstream_us) ->
+    toInt64(envoy_us) - toInt64(upstream_us);
 
 -- rank (1-based) of quantileExact(level) among n values
 CREATE OR REPLACE FUNCTION wirelens_rank AS (n, level) -> toUInt64(floor(level * n)) + 1;
