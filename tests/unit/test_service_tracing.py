@@ -3,6 +3,7 @@ sink's span count, the warm-up's stop rule, the builds it checks first, the tabl
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 
 from bench import benchlib, run_all, service_tracing
 from deploy.local import components
+from wirelens_helpers.wait import wait_for
 
 # A process that starts a child and burns ~0.2 s of CPU in a thread that then exits; the child burns as much
 # (in its main thread) and says so.
@@ -30,7 +32,10 @@ PARENT = (
 def test_tree_cpu_counts_exited_threads_and_children():
     parent = subprocess.Popen([sys.executable, "-c", PARENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        child = int(parent.stdout.readline())  # both burns are over: their threads have exited
+        child = int(parent.stdout.readline())  # both burns are over
+        # Python's join returns before the OS thread is gone: wait until the parent has its main thread only.
+        wait_for("the parent's burner thread to exit", lambda: os.listdir(f"/proc/{parent.pid}/task"),
+                 lambda tasks: len(tasks) == 1, timeout_s=30, interval_s=0.01)
         total, processes = service_tracing.tree_cpu_ns(parent.pid)
         assert processes == 2
         assert total >= 0.4e9
