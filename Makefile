@@ -338,13 +338,13 @@ bench-restart-loss: venv proto filter collector jaeger services ## calls each re
 soak: venv proto filter collector jaeger services ## every protocol and shape for SOAK_MINUTES (10) while Collector, logship, ClickHouse engine are SIGKILLed: calls = rows, RSS per component (build/soak/soak.html); SOAK_ARGS="--shipper filelog" kills the filelog log agent instead of logship
 	@$(PY) -m bench.soak --minutes $(or $(SOAK_MINUTES),10) $(SOAK_ARGS)
 
-bench-service-tracing: venv services ## the services' own tracing (OpenTelemetry SDK, otelhttp/otelgrpc) as its own cost, apart from the filter's: a traced and an untraced Go pair side by side, CPU µs per call
+bench-service-tracing: venv services python-services jvm-services ## the services' own tracing (OpenTelemetry: Go otelhttp/otelgrpc, Python's FastAPI/grpcio instrumentation, the JVM's Java agent) as its own cost, apart from the filter's: each stack's servers traced and untraced side by side, CPU µs per call per stack x protocol (BENCH_ARGS="--stacks go,python" for fewer)
 	@$(PY) -m bench.service_tracing $(BENCH_ARGS)
 
 bench-queries: venv ## saved queries on 10M synthetic calls: each raw one beside the floor (count() per operation x protocol with FINAL, target 2x), rollups < 1 s and exact (BENCH_ARGS="--rows 100000000" for the growth figures)
 	@$(PY) -m bench.query_speed $(BENCH_ARGS)
 
-bench: venv filter native filter-empty proto bench-tools collector jaeger services ## every benchmark, then a one-screen summary (BENCH_ARGS=--quick)
+bench: venv filter native filter-empty proto bench-tools collector jaeger services python-services jvm-services ## every benchmark, then a one-screen summary (BENCH_ARGS=--quick)
 	@$(PY) -m bench.run_all $(BENCH_ARGS)
 
 .PHONY: fuzz

@@ -153,10 +153,10 @@ def envoy_kill_summary(data: dict) -> list[str]:
 
 
 def service_tracing_summary(data: dict) -> list[str]:
-    lines = [f"the Go services' own tracing (the application's cost, not the filter's; {data['reps']} reps x "
+    lines = [f"the services' own tracing per stack (the application's cost, not the filter's; {data['reps']} reps x "
              f"{data['calls']} calls{', QUICK' if data.get('quick') else ''}):"]
     for protocol, row in data["table"].items():
-        lines.append(f"  {protocol:<5} service CPU µs/call off {row['off']['cpu_us_per_call']:.1f}, on "
+        lines.append(f"  {protocol:<16} service CPU µs/call off {row['off']['cpu_us_per_call']:.1f}, on "
                      f"{row['on']['cpu_us_per_call']:.1f} ({row['added_cpu_us_per_call']:+.1f}, x{row['ratio']:.2f})")
     return lines
 
