@@ -149,13 +149,15 @@ def client_p50_from_send(r: dict) -> float | None:
 
 def latency_order(r: dict, proxy: dict) -> dict:
     """The order physics requires of one run's medians: the client's (send to last byte in) is at least the
-    proxy's (request headers in to response end out), which is at least Envoy's upstream service time (request
-    out to the service's response headers in, whole ms, truncated). Per call each contains the next, so the same
-    rank of each does too: every median here is nearest-rank, the way ghz, h2load and loadgen compute theirs."""
+    proxy's (request headers in to response end out), which is at least Envoy's upstream exchange (first byte
+    sent to the service to the last byte back, µs by Envoy's clock: per_run.sql). Per call each contains the
+    next, so the same rank of each does too: every median here is nearest-rank, the way ghz, h2load and loadgen
+    compute theirs."""
     client = client_p50_from_send(r)
+    upstream_us = proxy.get("upstream_p50_rank_us")
     got = {"client_p50_ms": client,
            "proxy_p50_ms": proxy["p50_rank_us"] / 1000 if proxy else None,
-           "upstream_p50_ms": proxy.get("upstream_p50_rank_ms")}
+           "upstream_p50_ms": upstream_us / 1000 if upstream_us is not None else None}
     known = all(v is not None for v in got.values())
     got["holds"] = known and got["client_p50_ms"] >= got["proxy_p50_ms"] >= got["upstream_p50_ms"]
     return got
@@ -164,7 +166,7 @@ def latency_order(r: dict, proxy: dict) -> dict:
 def order_text(r: dict) -> str:
     o = r["latency_order"]
     medians = (f"client {fnum(o['client_p50_ms'], 3)} ms ≥ proxy {fnum(o['proxy_p50_ms'], 3)} ms ≥ "
-               f"upstream {fnum(o['upstream_p50_ms'], 0)} ms")
+               f"upstream {fnum(o['upstream_p50_ms'], 3)} ms")
     return f"medians {medians}: {'holds' if o['holds'] else 'VIOLATED'}"
 
 
@@ -194,11 +196,12 @@ def render(rows: list[dict], notes: list[str], calls: int, rate: float) -> str:
     if ordered:
         out += ["", "Per run, the medians must stand in the order physics requires: the tool's (from the actual "
                 "send, to the last byte in) ≥ the proxy's (request headers in, response end out) ≥ Envoy's upstream "
-                "service time (whole ms). All three are nearest-rank medians over the same calls.", "",
+                "exchange (first byte sent to the service to the last byte back, Envoy's clock in µs). All three "
+                "are nearest-rank medians over the same calls.", "",
                 table(["tool", "protocol", "run id", "client p50 ms", "proxy p50 ms", "upstream p50 ms",
                        "client ≥ proxy ≥ upstream"],
                       [[r["tool"], r["protocol"], f"`{r['run_id']}`", fnum(o["client_p50_ms"], 3),
-                        fnum(o["proxy_p50_ms"], 3), fnum(o["upstream_p50_ms"], 0), "yes" if o["holds"] else "NO"]
+                        fnum(o["proxy_p50_ms"], 3), fnum(o["upstream_p50_ms"], 3), "yes" if o["holds"] else "NO"]
                        for r in ordered for o in [r["latency_order"]]])]
     if notes:
         out += ["", "Not run: " + "; ".join(notes) + "."]

@@ -91,6 +91,7 @@ def render_experiments(results: list[dict], size: str, session: str, mach: dict,
             ["load average at start (1/5/15 min)", mach.get("loadavg", "?")],
             ["kernel", mach.get("kernel", "?")],
             ["Envoy worker threads", settings.get("WIRELENS_ENVOY_CONCURRENCY", "?")],
+            ["services' own tracing (WIRELENS_SERVICE_TRACING)", settings.get("WIRELENS_SERVICE_TRACING", "?")],
         ]),
         "",
         "Everything — clients, Envoy, the services, the Collector, ClickHouse and Jaeger — runs on this one "

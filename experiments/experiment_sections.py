@@ -58,20 +58,26 @@ def proxy_only(result: dict) -> str:
             f"{fnum(p['wire_in_b'], 0)} / {fnum(p['wire_out_b'], 0)}",
             f"{fnum(p['req_messages'], 0)} / {fnum(p['resp_messages'], 0)}",
             ms(p["ttfb_p50_us"], 3),
-            fnum(p["upstream_avg_ms"], 2),
-            fnum(p["in_envoy_avg_ms"], 2),
+            f"{fnum(p['upstream_p50_us'], 0)} / {fnum(p['upstream_avg_us'], 0)}",
+            f"{fnum(p['in_envoy_p50_us'], 0)} / {fnum(p['in_envoy_avg_us'], 0)}",
             f"{p['connections']} ({p['http_version']})",
         ])
     return table(["step", "req headers B (filter / wire)", "req body B", "resp headers+trailers B (filter / wire)",
                   "resp body B", "wire B in / out", "messages req / resp", "TTFB p50 ms",
-                  "upstream ms (avg)", "Envoy − upstream ms (avg)", "connections"], rows) + (
-        "\n\nPer call, averaged over the step. *filter* header bytes are what the wirelens filter counts (names + "
-        "values as Envoy holds them); *wire* are Envoy's own downstream counters (HPACK-compressed on HTTP/2). "
-        "Wire bytes are the whole request or response on the connection, framing included. Messages are gRPC "
-        "messages (0 for REST). *Upstream* is Envoy's upstream service time (until the service's response "
-        "headers); *Envoy − upstream* is Envoy's duration minus that: for a unary call the time spent in Envoy "
-        "itself, for a stream mostly the time the stream stayed open after its first response headers. Both are "
-        "whole milliseconds per call, so sub-millisecond calls average to fractions.")
+                  "upstream µs (median / avg)", "in Envoy µs (median / avg)", "connections"], rows) + (
+        "\n\nPer call, averaged over the step unless a median is named. *filter* header bytes are what the "
+        "wirelens filter counts (names + values as Envoy holds them); *wire* are Envoy's own downstream counters "
+        "(HPACK-compressed on HTTP/2). Wire bytes are the whole request or response on the connection, framing "
+        "included. Messages are gRPC messages (0 for REST). *Upstream* and *in Envoy* split each call's time at "
+        "Envoy by Envoy's own clock, in µs (`%COMMON_DURATION%`), defined as in the protocol-versus-stack tables "
+        "(`queries/protocol_vs_stack.sql`): *upstream* is the upstream exchange, from the first byte Envoy sent "
+        "to the service to the last byte it received back (the service, its framework and the loopback wire); "
+        "*in Envoy* is the call's time at Envoy (first byte from the client to the last byte to it) minus the "
+        "upstream exchange: what Envoy spends before the first byte goes upstream and after the last one comes "
+        "back (the filters' work on the end of the answer, and any wait for the client to take the last of "
+        "it). A stream is one call: its upstream exchange spans all its messages (Envoy's handling of each "
+        "message while the stream is open is inside it), and its time in Envoy is the stream's opening and "
+        "closing. Calls no upstream served are left out of both.")
 
 
 def client_vs_proxy(result: dict) -> str:
@@ -161,6 +167,7 @@ def explain_e1(result: dict, pub: dict, r: dict, g: dict, verdicts: dict) -> str
     out.append(f"- Headers dominate both: REST sends {fnum(r['req_header_b'], 0)} B of request headers for "
                f"{fnum(r['req_body_b'], 0)} B of body; gRPC {fnum(g['req_header_b'], 0)} B (HPACK brings it to "
                f"{fnum(g['req_header_wire_b'], 0)} B on the wire) for {fnum(g['req_body_b'], 0)} B.")
+    out.append("- " + where_time("REST", r, "gRPC", g) + ".")
     if (m_med or 1) > 0.8:
         out.append("- " + result["scenario"]["published"]["reading"]["same_code"])
     return "\n".join(out)
@@ -380,6 +387,15 @@ def explain_e4(reading: dict, trend: dict) -> str:
                      + ("agrees." if pr0 >= 1 and pr1 < pr0 else
                         "shows gRPC ahead from the start." if pr0 < 1 else "differs."))
         out.append(line)
+    # The large list at its lowest level (no queueing): where each protocol's call spends its time. The
+    # encodings paragraph only where it holds: REST's upstream exchange is its largest part and above gRPC's.
+    if trend.get("list500"):
+        users, _, _, r, g = min(trend["list500"], key=lambda point: point[0])
+        if r and g:
+            out.append(f"- {PAYLOADS['list500']} at {users} user{'s' if users != 1 else ''}, "
+                       + where_time("over REST", r, "over gRPC", g) + ".")
+            if (r["upstream_p50_us"] or 0) > max(g["upstream_p50_us"] or 0, r["in_envoy_p50_us"] or 0):
+                out.append("- " + reading["large_bodies"])
     out += ["- " + note for note in reading["notes"]]
     return "\n".join(out)
 
@@ -402,10 +418,12 @@ def render_e5(result: dict) -> str:
         n = (int(s["params"].get("messages", 1)) if variant.startswith("bidi") else int(s["params"]["n"])) if s else None
         if n:
             ns.add(n)
-        total = p["sum_us"] / 1e6 * n_pub / n if p and n else None
-        wall = c["elapsed_s"] * n_pub / n if c and n else None
+        failed = bool(s and s.get("rc"))  # loadgen failed (the section's Problems line): its numbers are no result
+        total = p["sum_us"] / 1e6 * n_pub / n if p and n and not failed else None
+        wall = c["elapsed_s"] * n_pub / n if c and n and not failed else None
         measured[variant] = total
         label = variant if variant in pub else f"{variant} (not published)"
+        label += ", failed" if failed else ""
         rows.append([label, fnum(total, 3), fnum(n_pub / total if total else None, 0)])
         client_rows.append([label, fnum(wall, 3), fnum(n_pub / wall if wall else None, 0)])
     unary_p50 = ((by_key(result, variant="unary") or {}).get("proxy") or {}).get("p50_us")
@@ -436,10 +454,21 @@ def render_e5(result: dict) -> str:
 
 
 def where_time(label_a: str, a: dict, label_b: str, b: dict) -> str:
-    """Envoy's split of two steps' calls: median, upstream and in-Envoy averages."""
-    return (f"{label_a}: median {ms(a['p50_us'])} ms at the proxy (upstream {fnum(a['upstream_avg_ms'])} ms, "
-            f"in Envoy {fnum(a['in_envoy_avg_ms'])} ms on average); {label_b}: median {ms(b['p50_us'])} ms "
-            f"(upstream {fnum(b['upstream_avg_ms'])} ms, in Envoy {fnum(b['in_envoy_avg_ms'])} ms)")
+    """Where two steps' calls spent their time, medians: at the proxy (the filter), and Envoy's split of its
+    own duration into the upstream exchange and the time in Envoy (µs, per_run.sql), then which part the
+    second step's calls spend more or less of."""
+    def split(p: dict) -> str:
+        return f"{fnum(p['upstream_p50_us'], 0)} µs upstream, {fnum(p['in_envoy_p50_us'], 0)} µs in Envoy"
+
+    text = (f"{label_a}: median {ms(a['p50_us'])} ms at the proxy ({split(a)}); "
+            f"{label_b}: median {ms(b['p50_us'])} ms ({split(b)}), medians")
+    parts = [(name, b[key] - a[key]) for name, key in (("upstream", "upstream_p50_us"), ("in Envoy", "in_envoy_p50_us"))
+             if a.get(key) is not None and b.get(key) is not None]
+    if parts:
+        text += f": {label_b.removeprefix('over ')}'s calls spend " + " and ".join(
+            f"{fnum(abs(d), 0)} µs {'more' if d > 0 else 'less'} {name}" if d else f"the same time {name}"
+            for name, d in parts)
+    return text
 
 
 def explain_e5(result: dict, ratio_rows: list) -> str:

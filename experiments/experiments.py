@@ -91,6 +91,7 @@ def run(settings: dict[str, str], size: str = "quick", only: list[str] | None = 
     out.with_suffix(".json").write_text(json.dumps(
         {"session": session, "size": size, "machine": mach, "interrupted": interrupted,
          "envoy_concurrency": settings.get("WIRELENS_ENVOY_CONCURRENCY", "?"),
+         "service_tracing": settings.get("WIRELENS_SERVICE_TRACING", "?"),
          "experiments": [{k: v for k, v in r.items() if k != "scenario"} for r in results],
          "crosscheck": cross}, indent=1, default=str))
     ok = not interrupted and all(not r["failed"] for r in results) and len(results) == len(exps) and \
@@ -117,7 +118,8 @@ def rerender(data_path: Path, out: Path | None = None) -> Path:
     results = []
     for r in data["experiments"]:
         results.append({**r, "scenario": scenario_runs.load_scenario(r["id"])})
-    settings = {"WIRELENS_ENVOY_CONCURRENCY": data.get("envoy_concurrency", "?")}
+    settings = {"WIRELENS_ENVOY_CONCURRENCY": data.get("envoy_concurrency", "?"),
+                "WIRELENS_SERVICE_TRACING": data.get("service_tracing", "?")}
     out = out or data_path.with_suffix(".md")
     write_report(out, experiment_report.render(results, data["size"], data["session"], data["machine"], settings,
                                             data["interrupted"], data.get("crosscheck")))

@@ -3,9 +3,22 @@
 -- in to response end out), the run's window at the proxy, bytes per call
 -- (headers as the filter counts them and as they crossed the wire, bodies,
 -- whole-connection wire bytes), gRPC messages per call, time to first byte,
--- and Envoy's own split: upstream service time versus time in Envoy. The
--- *_rank medians are nearest-rank (the lower median), as ghz, h2load and
--- loadgen compute theirs, so the cross-check compares like with like.
+-- and where a call's time at Envoy went: the upstream exchange versus Envoy
+-- itself. The *_rank medians are nearest-rank (the lower median), as ghz,
+-- h2load and loadgen compute theirs, so the cross-check compares like with
+-- like.
+--
+-- The split is Envoy's, in µs, defined as in queries/protocol_vs_stack.sql:
+-- upstream_* from upstream_duration_us (first byte sent upstream to the last
+-- byte received from it: the service, its framework, the loopback wire),
+-- in_envoy_* from wirelens_in_envoy_us (queries/schema/005_functions.sql: the
+-- call's time at Envoy, envoy_duration_us, minus the upstream exchange). A
+-- stream is one call: its upstream exchange spans all its messages, and its
+-- time in Envoy is what Envoy spends before the first byte goes upstream and
+-- after the last comes back. Calls no upstream served (NULL) are left out of
+-- the split; split_calls counts the calls it is over. Not the whole
+-- milliseconds of x-envoy-upstream-service-time (upstream_service_ms), which
+-- read 0 for most calls (issue 34).
 --
 -- Parameters:
 --   {runs:Array(String)}  the run ids (warm-up calls carry <run>-warmup and are not included)
@@ -41,10 +54,12 @@ SELECT
     avg(response_messages)                                   AS resp_messages,
     quantileExact(0.50)(ttfb_us)                             AS ttfb_p50_us,
     avg(ttfb_us)                                             AS ttfb_avg_us,
-    ifNotFinite(avg(upstream_service_ms), 0)                 AS upstream_avg_ms,
-    quantileExactLow(0.50)(ifNull(upstream_service_ms, 0))   AS upstream_p50_rank_ms,
-    avg(envoy_duration_ms)                                   AS envoy_avg_ms,
-    avg(toInt64(envoy_duration_ms) - ifNull(upstream_service_ms, 0)) AS in_envoy_avg_ms,
+    count(upstream_duration_us)                              AS split_calls,
+    quantileExact(0.50)(upstream_duration_us)                AS upstream_p50_us,
+    quantileExactLow(0.50)(upstream_duration_us)             AS upstream_p50_rank_us,
+    avg(upstream_duration_us)                                AS upstream_avg_us,
+    quantileExact(0.50)(wirelens_in_envoy_us(envoy_duration_us, upstream_duration_us)) AS in_envoy_p50_us,
+    avg(wirelens_in_envoy_us(envoy_duration_us, upstream_duration_us))                 AS in_envoy_avg_us,
     uniqExact(connection_id)                                 AS connections
 FROM wirelens.requests FINAL
 WHERE run_id IN {runs:Array(String)}

@@ -85,6 +85,18 @@ def test_quick_experiments_report(local_stack, tmp_path):
     assert by_step[("e3", "rest-n1000")]["client"]["warmup_calls"] == 50
     bidi = by_step[("e5", "bidi-stream")]["proxy"]
     assert bidi["calls"] == 1 and bidi["req_messages"] == bidi["resp_messages"] == 2000
+    # Envoy's split in µs for every step, streams included: every call had an upstream exchange, and it took
+    # time (x-envoy-upstream-service-time, whole ms, read 0 for most steps); the report prints it in µs.
+    no_split = {step: {k: s["proxy"][k] for k in ("calls", "split_calls", "upstream_p50_us", "in_envoy_p50_us")}
+                for step, s in by_step.items()
+                if not (s["proxy"]["split_calls"] == s["proxy"]["calls"] and s["proxy"]["upstream_p50_us"] > 0
+                        and s["proxy"]["in_envoy_p50_us"] >= 0)}
+    assert not no_split, no_split
+    assert bidi["upstream_p50_us"] > 20 * bidi["in_envoy_p50_us"], bidi  # its 2000 round trips are inside the exchange
+    assert report.count("| upstream µs (median / avg) | in Envoy µs (median / avg) |") == 5
+    for exp in ("E1", "E2", "E4", "E5"):
+        reading = report.split(f"## {exp} — ", 1)[1].split("### Reading", 1)[1].split("\n## ", 1)[0]
+        assert " µs upstream, " in reading and "µs in Envoy), medians" in reading, (exp, reading)
     # Every run is recorded in wirelens.runs with its end and the client's summary.
     recorded = stack.clickhouse_query(local_stack, "SELECT run_id, client_summary FROM wirelens.runs FINAL "
                                                    "WHERE ended IS NOT NULL AND scenario LIKE 'e_' FORMAT JSONEachRow")

@@ -791,3 +791,44 @@ def test_the_demo_prints_what_if_for_every_operation(ch, what_if_calls):
     assert rows[("op.N", "rest")] == "1 0 - - - - -"
     assert "  no estimate: op.F over rest: incomplete: 1, not_ok: 1, too_large: 1" in table
     assert "  no estimate: op.F over grpc: mismatch: 1" in table
+
+
+# ------------------------------------------------------------------ the experiments' per-run summary (runs pr-*)
+# experiments/scenarios/per_run.sql, the proxy's view of each E1-E5 step, through the code that reads it
+# (experiments/scenario_runs.per_run) into the report's cells (experiment_sections). The split of a call's time
+# at Envoy is Envoy's µs one (upstream_duration_us, envoy_duration_us), as queries/protocol_vs_stack.sql
+# defines it; x-envoy-upstream-service-time (upstream_service_ms, whole ms) reads 0 here, as it does for most
+# real calls, so an answer from it cannot pass.
+
+def test_per_run_splits_the_time_at_envoy_in_microseconds(ch):
+    from experiments import experiment_sections, scenario_runs
+    # pr-u: four unary calls, upstream 100, 150, 200, 410 µs, at Envoy 80, 80, 100, 120 µs longer; and a local
+    # reply (no upstream: NULL), counted as a call, left out of the split.
+    # pr-s: one stream, upstream 5 s, 300 µs more at Envoy.
+    calls = [("u1", "pr-u", 400, 180, 100), ("u2", "pr-u", 450, 230, 150), ("u3", "pr-u", 500, 300, 200),
+             ("u4", "pr-u", 700, 530, 410), ("u5", "pr-u", 90, 55, None), ("s1", "pr-s", 5000400, 5000300, 5000000)]
+    values = [f"('{ts(90 + i / 10)}', 'pr-{rid}', '{run}', 'rest', 'op.P', 'HTTP/1.1', {filter_us}, 0, "
+              f"{'NULL' if up is None else 0}, {envoy}, {'NULL' if up is None else up})"
+              for i, (rid, run, filter_us, envoy, up) in enumerate(calls)]
+    ch.sql("INSERT INTO wirelens.requests (timestamp, request_id, run_id, protocol, operation, http_version, "
+           "duration_us, envoy_duration_ms, upstream_service_ms, envoy_duration_us, upstream_duration_us) VALUES "
+           + ",".join(values))
+    try:
+        got = scenario_runs.per_run(ch.settings, ["pr-u", "pr-s", "pr-none"])
+        assert sorted(got) == ["pr-s", "pr-u"]
+        u, s = got["pr-u"], got["pr-s"]
+        # quantileExact(0.5) of 4 values is the 3rd smallest (200; in Envoy 100), nearest-rank the 2nd (150)
+        assert (u["calls"], u["split_calls"], u["upstream_p50_us"], u["upstream_p50_rank_us"], u["upstream_avg_us"],
+                u["in_envoy_p50_us"], u["in_envoy_avg_us"]) == (5, 4, 200, 150, 215, 100, 95)
+        assert (s["upstream_p50_us"], s["in_envoy_p50_us"], s["in_envoy_avg_us"]) == (5000000, 300, 300)
+        steps = [{"name": "u", "proxy": u}, {"name": "s", "proxy": s}]
+        table = experiment_sections.proxy_only({"steps": steps}).splitlines()
+        assert table[0].endswith("| upstream µs (median / avg) | in Envoy µs (median / avg) | connections |")
+        assert table[2].endswith("| 200 / 215 | 100 / 95 | 1 (HTTP/1.1) |"), table[2]
+        assert table[3].endswith("| 5,000,000 / 5,000,000 | 300 / 300 | 1 (HTTP/1.1) |"), table[3]
+        assert experiment_sections.where_time("u over REST", u, "over gRPC", s) == (
+            "u over REST: median 0.45 ms at the proxy (200 µs upstream, 100 µs in Envoy); over gRPC: median "
+            "5,000.40 ms (5,000,000 µs upstream, 300 µs in Envoy), medians: gRPC's calls spend 4,999,800 µs more "
+            "upstream and 200 µs more in Envoy")
+    finally:
+        ch.sql("ALTER TABLE wirelens.requests DELETE WHERE run_id LIKE 'pr-%' SETTINGS mutations_sync = 1")
