@@ -20,11 +20,12 @@ loses an exited thread's time, e.g. a pool thread retired mid-run; each run reco
 
 Warm-up, before any measured repetition, per server and mode: chunks of calls until the CPU µs per
 call of the last 3 chunks lie within 10 % of each other (and at least the stack's minimum). The
-JVM's minimum is 40,000 calls (chunks of 2,000, at most 100,000): HotSpot compiles a method with C2
+JVM's minimum is 80,000 calls (chunks of 2,000, at most 120,000): HotSpot compiles a method with C2
 after ~10-15k invocations and every hot method on the call path runs at least once per call, and
 measured here (a loaded machine) WebFlux kept falling far past that: with the agent 1459, 848, 586,
 495 ... 285 µs/call over its first 40,000 calls, and the next measured runs read 261, 116, 118
-(a minimum of 20,000 then 40,000 calls was not enough: WebFlux's traced row read 0.90x). The measured
+(minimums of 20,000 and 40,000 calls were not enough: the traced WebFlux row read 0.90x, then 1.39x,
+then 3.15x; untraced WebFlux and Web MVC reached their floor only after ~60-70k calls). The measured
 repetitions are then of compiled code, not of the interpreter or of the JIT compiler's threads
 (their CPU is the process's). The chunks' CPU µs/call are kept in the JSON (warmup) to show
 each curve.
@@ -102,7 +103,7 @@ class Warmup:
 
 
 # The JVM: past C2's compile thresholds first (module docstring); Go and Python have no JIT to wait for.
-WARMUP = {"go": Warmup(500, 1000, 5000), "python": Warmup(500, 1000, 5000), "jvm": Warmup(2000, 40000, 100000)}
+WARMUP = {"go": Warmup(500, 1000, 5000), "python": Warmup(500, 1000, 5000), "jvm": Warmup(2000, 80000, 120000)}
 QUICK_WARMUP = Warmup(250, 500, 500)
 # Steady: the last 3 chunks within 10 % of each other (with 2, one lucky pair ends a warm-up on a shared
 # machine: Web MVC's "settled" at 152.8, 150.3 µs/call, and its next run read 336).
