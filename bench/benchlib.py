@@ -35,28 +35,14 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 # ------------------------------------------------------------------ CPU accounting
 
 def process_cpu_ns(pid: int) -> int:
-    """CPU time (user+system) used so far by every live thread of `pid`, in ns.
-
-    Sums the per-thread scheduler statistics (/proc/PID/task/*/schedstat, ns
-    resolution). Falls back to utime+stime of /proc/PID/stat (clock ticks,
-    usually 10 ms) where schedstat is missing. Threads that already exited are
-    not counted by schedstat: fine for Envoy, whose threads live as long as it.
-    """
-    total = 0
-    found = False
+    """CPU time (user+system) used so far by the whole process `pid`, in ns: its process CPU clock
+    (clock_getcpuclockid, CPUCLOCK_SCHED; ns resolution, readable for any pid). Every thread counts, the
+    exited ones included: summing the live threads' /proc/PID/task/*/schedstat lost a retired pool thread's
+    time (a JVM's, a Python server's: 37 ms of 224 in one test). ProcessLookupError once it is gone."""
     try:
-        for task in os.scandir(f"/proc/{pid}/task"):
-            try:
-                with open(f"{task.path}/schedstat") as f:
-                    total += int(f.read().split()[0])
-                    found = True
-            except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
-                continue
-    except FileNotFoundError:
+        return time.clock_gettime_ns(((~pid) << 3) | 2)
+    except OSError:
         raise ProcessLookupError(pid) from None
-    if found:
-        return total
-    return process_cpu_ticks_ns(pid)
 
 
 def process_cpu_ticks_ns(pid: int) -> int:

@@ -14,9 +14,8 @@ sampled traceparent, so the traced server records a span for every call: the mos
 cost), in interleaved repetitions. Per call: the server's CPU µs and loadgen's p50.
 
 A server's CPU is that of its whole process tree (uvicorn, the JVM, anything they fork), read from
-each process's CPU clock (clock_gettime of the process clock: ns resolution, and it keeps the time
-of threads that have exited; benchlib.process_cpu_ns sums only the live threads' schedstat, which
-loses an exited thread's time, e.g. a pool thread retired mid-run; each run records both).
+each process's CPU clock (benchlib.process_cpu_ns: ns resolution, and it keeps the time of threads
+that have exited, e.g. a pool thread retired mid-run).
 
 Warm-up, before any measured repetition, per server and mode: chunks of calls until the CPU µs per
 call of the last 3 chunks lie within 10 % of each other (and at least the stack's minimum). The
@@ -164,18 +163,12 @@ def spans_by_service(request: bytes) -> dict[str, int]:
 
 # ------------------------------------------------------------------ CPU of a process tree
 
-def process_clock_ns(pid: int) -> int:
-    """CPU time of the whole process `pid` (all its threads, the exited ones included), in ns: its process CPU
-    clock (clock_getcpuclockid(pid), CPUCLOCK_SCHED). OSError once it is gone."""
-    return time.clock_gettime_ns(((~pid) << 3) | 2)
-
-
 def tree_cpu_ns(root: int) -> tuple[int, int]:
     """(CPU ns so far of `root` and every live descendant, how many processes that is)."""
     total = count = 0
     for pid in soak.process_tree(root, soak.process_table()):
         try:
-            total += process_clock_ns(pid)
+            total += benchlib.process_cpu_ns(pid)
             count += 1
         except OSError:
             continue  # exited while we looked
@@ -224,15 +217,12 @@ def load(server: Server, port: int, calls: int, concurrency: int) -> dict:
 
 
 def measured_load(server: Server, pid: int, port: int, calls: int, concurrency: int) -> dict:
-    """One load with the server's CPU around it: per call, the process tree's and its live threads'."""
+    """One load with the server's CPU around it: per call, its process tree's."""
     before, _ = tree_cpu_ns(pid)
-    before_live = benchlib.process_cpu_ns(pid)
     summary = load(server, port, calls, concurrency)
     after, processes = tree_cpu_ns(pid)
-    live = benchlib.process_cpu_ns(pid) - before_live
     done = summary["calls"]
-    return {"calls": done, "service_cpu_us_per_call": (after - before) / 1000 / done,
-            "live_threads_cpu_us_per_call": live / 1000 / done, "processes": processes,
+    return {"calls": done, "service_cpu_us_per_call": (after - before) / 1000 / done, "processes": processes,
             "p50_ms": summary["p50_ms"], "rate_per_s": summary["rate_per_s"]}
 
 

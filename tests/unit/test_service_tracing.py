@@ -39,10 +39,9 @@ def test_tree_cpu_counts_exited_threads_and_children():
         total, processes = service_tracing.tree_cpu_ns(parent.pid)
         assert processes == 2
         assert total >= 0.4e9
-        assert service_tracing.process_clock_ns(parent.pid) >= 0.2e9
-        assert service_tracing.process_clock_ns(child) < total
-        # What the live threads' schedstat keeps of the parent: its main thread only, not the exited burner.
-        assert benchlib.process_cpu_ns(parent.pid) < 0.1e9
+        # the parent's exited burner thread still counts (the live threads' schedstat kept < 0.1 s of it)
+        assert benchlib.process_cpu_ns(parent.pid) >= 0.2e9
+        assert benchlib.process_cpu_ns(child) < total
     finally:
         parent.stdin.close()
         parent.wait(timeout=30)
